@@ -1,0 +1,140 @@
+"""The ``headgate`` command (SPEC §12): ``serve`` and ``migrate``.
+
+Other subcommands (``worker``, ``demo``, ``bench``) attach to the same ``main`` group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, NoReturn
+
+import click
+
+from headgate.config import ConfigError, Settings, redact_url
+
+# gthread workers heartbeat from their event loop, not per request, so this bounds a
+# hung worker without cutting off long-held SSE/WebSocket connections.
+WORKER_TIMEOUT_S = 120
+GRACEFUL_TIMEOUT_S = 10
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"headgate: error: {message}", err=True)
+    # 2 = usage/configuration error, as click uses for bad arguments.
+    click.get_current_context().exit(2)
+
+
+def _settings(store_url: str | None) -> Settings:
+    """Env settings with the ``--store`` override applied, validated before any I/O."""
+    try:
+        settings = Settings.from_env()
+        if store_url:
+            settings = settings.with_store_url(store_url)
+        settings.store_url()
+    except ConfigError as exc:
+        _fail(str(exc))
+    return settings
+
+
+@click.group()
+@click.version_option(package_name="headgate")
+def main() -> None:
+    """headgate: a job queue whose dequeue is an admission decision."""
+
+
+@main.command()
+@click.option(
+    "--addr",
+    default=None,
+    metavar="HOST:PORT",
+    help="Listen address. Default: $HG_API_ADDR or 127.0.0.1:8080.",
+)
+@click.option(
+    "--store",
+    "store_url",
+    default=None,
+    metavar="URL",
+    help="sqlite:///PATH or postgresql://… Default: from HG_STORE/HG_SQLITE/HG_PG.",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Request threads; each held SSE/WebSocket connection occupies one.",
+)
+def serve(addr: str | None, store_url: str | None, threads: int) -> None:
+    """Run the API server (gunicorn, one process, gthread workers)."""
+    settings = _settings(store_url)
+    addr = addr or settings.api_addr
+    try:
+        refusal = settings.remote_bind_refusal(addr)
+    except ConfigError as exc:
+        _fail(str(exc))
+    if refusal:
+        _fail(refusal)
+    _run_gunicorn(replace(settings, api_addr=addr), threads)
+
+
+def _run_gunicorn(settings: Settings, threads: int) -> None:
+    # Imported here so `headgate migrate` and `--help` stay light.
+    from gunicorn.app.base import BaseApplication
+
+    from headgate.web import create_app, get_store
+
+    class _Server(BaseApplication):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self._options: dict[str, Any] = {
+                "bind": [settings.api_addr],
+                "workers": 1,
+                "worker_class": "gthread",
+                "threads": threads,
+                "timeout": WORKER_TIMEOUT_S,
+                "graceful_timeout": GRACEFUL_TIMEOUT_S,
+                "proc_name": "headgate",
+                # Default control socket is one fixed path per user: two servers
+                # (or parallel tests) would fight over it, and we don't use it.
+                "control_socket_disable": True,
+            }
+            super().__init__()
+
+        def load_config(self) -> None:
+            for key, value in self._options.items():
+                self.cfg.set(key, value)
+
+        def load(self) -> Any:
+            # Runs in the worker, after fork, so no DB connection crosses a fork.
+            app = create_app(config=settings)
+            # Open (and migrate) now: a bad store URL should fail start-up, not the
+            # first request.
+            get_store(app)
+            return app
+
+    _Server().run()
+
+
+@main.command()
+@click.option(
+    "--store",
+    "store_url",
+    default=None,
+    metavar="URL",
+    help="sqlite:///PATH or postgresql://… Default: from HG_STORE/HG_SQLITE/HG_PG.",
+)
+def migrate(store_url: str | None) -> None:
+    """Apply pending schema migrations and print the schema version."""
+    import headgate  # deferred: pulls in the whole store layer
+
+    url = _settings(store_url).store_url()
+    store = headgate.open_store(url)
+    try:
+        version = store.schema_version()
+    finally:
+        close = getattr(store, "close", None)
+        if callable(close):
+            close()
+    click.echo(f"{redact_url(url)}: schema version {version}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""Runtime settings read from the environment (SPEC §12).
+
+One frozen object, built once at start-up, so every layer sees the same answer and
+nothing re-reads ``os.environ`` behind the operator's back. Flags override it by
+building a modified copy (``with_store_url``), never by mutating it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from urllib.parse import urlsplit, urlunsplit
+
+DEFAULT_SQLITE_PATH = "headgate.db"
+DEFAULT_API_ADDR = "127.0.0.1:8080"
+DEFAULT_LEASE_MS = 30_000
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
+
+
+class ConfigError(ValueError):
+    """A setting is present but unusable; the message names the variable."""
+
+
+def _bool(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    # Silently treating a typo as "off" could e.g. leave a server writable.
+    raise ConfigError(f"{name} must be one of 1/0/true/false/yes/no/on/off, got {raw!r}")
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+    if value < 1:
+        # SPEC §3.1: a zero duration is rejected naming the minimum, never clamped.
+        raise ConfigError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    """Split ``host:port`` (``[v6]:port`` too) so callers can validate before binding."""
+    host, sep, port_text = addr.strip().rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"address must look like HOST:PORT, got {addr!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ConfigError(f"address port must be a number, got {addr!r}") from None
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"address port must be 0..65535, got {addr!r}")
+    return host, port
+
+
+def is_loopback_host(host: str) -> bool:
+    """True only for hosts that cannot be reached from another machine.
+
+    Names other than ``localhost`` count as remote: resolving them here would make the
+    safety check depend on DNS.
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def redact_url(url: str) -> str:
+    """Hide a password before a store URL is printed or logged."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+@dataclass(frozen=True)
+class Settings:
+    store: str = "sqlite"
+    sqlite_path: str = DEFAULT_SQLITE_PATH
+    pg_url: str | None = None
+    api_addr: str = DEFAULT_API_ADDR
+    read_only: bool = False
+    allow_remote: bool = False
+    lease_ms: int = DEFAULT_LEASE_MS
+    # Kept out of repr so settings can be logged without leaking credentials.
+    api_tokens: tuple[str, ...] = field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        if self.store not in ("sqlite", "pg"):
+            raise ConfigError(f"HG_STORE must be 'sqlite' or 'pg', got {self.store!r}")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        tokens = tuple(t.strip() for t in env.get("HG_API_TOKENS", "").split(",") if t.strip())
+        return cls(
+            store=env.get("HG_STORE", "").strip().lower() or "sqlite",
+            sqlite_path=env.get("HG_SQLITE", "").strip() or DEFAULT_SQLITE_PATH,
+            pg_url=env.get("HG_PG", "").strip() or None,
+            api_addr=env.get("HG_API_ADDR", "").strip() or DEFAULT_API_ADDR,
+            read_only=_bool(env, "HG_READ_ONLY"),
+            allow_remote=_bool(env, "HG_API_ALLOW_REMOTE"),
+            lease_ms=_positive_int(env, "HG_LEASE_MS", DEFAULT_LEASE_MS),
+            api_tokens=tokens,
+        )
+
+    def store_url(self) -> str:
+        """The URL handed to ``headgate.open_store``."""
+        if self.store == "pg":
+            if not self.pg_url:
+                raise ConfigError("HG_STORE=pg needs HG_PG (a postgresql:// URL)")
+            return self.pg_url
+        return f"sqlite:///{self.sqlite_path}"
+
+    def with_store_url(self, url: str) -> Settings:
+        """Copy with the store chosen by a ``--store URL`` flag instead of the env."""
+        scheme = urlsplit(url).scheme.lower()
+        if scheme == "sqlite":
+            if not url.lower().startswith("sqlite:///") or len(url) <= len("sqlite:///"):
+                raise ConfigError(f"sqlite store URL must be sqlite:///PATH, got {url!r}")
+            return replace(self, store="sqlite", sqlite_path=url[len("sqlite:///") :])
+        if scheme in ("postgres", "postgresql"):
+            return replace(self, store="pg", pg_url=url)
+        raise ConfigError(
+            f"store URL must start with sqlite:/// or postgresql://, got {redact_url(url)!r}"
+        )
+
+    def remote_bind_refusal(self, addr: str) -> str | None:
+        """Why binding ``addr`` is refused (SPEC §10 Auth), or None when it is allowed."""
+        host, _ = split_addr(addr)
+        if is_loopback_host(host) or self.allow_remote or self.api_tokens:
+            return None
+        return (
+            f"refusing to listen on {addr}: it is not a loopback address and nothing "
+            "authenticates requests. Set HG_API_TOKENS to require bearer tokens, or "
+            "HG_API_ALLOW_REMOTE=1 if an upstream layer authenticates."
+        )

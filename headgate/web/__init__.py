@@ -1,0 +1,5 @@
+"""Web layer: the Flask app that carries the API and dashboard blueprints."""
+
+from headgate.web.app import STORE_KEY, create_app, get_store
+
+__all__ = ["STORE_KEY", "create_app", "get_store"]
