@@ -1,0 +1,34 @@
+"""headgate: a job queue whose dequeue is an admission decision."""
+
+from headgate.client import CircuitBreaker, Client, EnqueueContext, Plugin
+from headgate.core import (
+    Backpressure,
+    CircuitOpen,
+    Claim,
+    Duplicate,
+    EnqueueForbidden,
+    Envelope,
+    HeadgateError,
+    IdConflict,
+    InvalidInput,
+    InvalidTransition,
+    Job,
+    JobFilter,
+    LeaseLost,
+    NotFound,
+    Outcome,
+    Quarantined,
+    State,
+    StoreUnavailable,
+    fingerprint,
+)
+from headgate.store import Store, open_store
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Backpressure", "CircuitBreaker", "CircuitOpen", "Claim", "Client", "Duplicate",
+    "EnqueueContext", "EnqueueForbidden", "Envelope", "HeadgateError", "IdConflict",
+    "InvalidInput", "InvalidTransition", "Job", "JobFilter", "LeaseLost", "NotFound", "Outcome",
+    "Plugin", "Quarantined", "State", "Store", "StoreUnavailable", "fingerprint", "open_store",
+]

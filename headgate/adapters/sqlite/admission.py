@@ -1,0 +1,399 @@
+"""The admission gate (SPEC §5): one IMMEDIATE transaction decides what a worker may run.
+
+Order of a call: promote what is due; split capacity between the caller's unpaused
+queues by weight; within a queue, draw from partitions by deficit round robin; for each
+candidate check sticky worker, quarantine, rate class and concurrency ceiling; claim the
+survivors with one lease id. Candidates are scanned by light columns first and only the
+claimed rows are read in full, so a blocked backlog never costs payload reads.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from headgate.core import Claim, Explanation, State
+from headgate.core.errors import InvalidInput
+
+from .lifecycle import promote_due
+from .rows import JOB_COLUMNS_WITH_PAYLOAD, append_error, bump_history, error_entry, row_to_job
+
+SCAN_BATCH_EXTRA = 16
+MAX_SCAN_PER_PARTITION = 1000
+
+SELECT_QUEUES = "SELECT name, weight, paused, rr_cursor FROM queues WHERE name IN ({marks})"
+SELECT_PARTITIONS = """
+SELECT partition_key, deficit, running FROM partitions
+WHERE queue = ? AND waiting > 0 ORDER BY partition_key
+"""
+SELECT_CANDIDATES = """
+SELECT rowid, id, priority, fingerprint, rate_class, weight, sticky_worker FROM jobs
+WHERE queue = ? AND partition_key = ? AND state = 'available'
+ORDER BY priority DESC, rowid LIMIT ?
+"""
+SELECT_CANDIDATES_AFTER = """
+SELECT rowid, id, priority, fingerprint, rate_class, weight, sticky_worker FROM jobs
+WHERE queue = ? AND partition_key = ? AND state = 'available'
+  AND (priority < ? OR (priority = ? AND rowid > ?))
+ORDER BY priority DESC, rowid LIMIT ?
+"""
+SELECT_RATE_CLASS = """
+SELECT limit_per_window, window_ms, burst, paused, tokens, refilled_at_ms
+FROM rate_classes WHERE name = ?
+"""
+UPDATE_RATE_TOKENS = "UPDATE rate_classes SET tokens = ?, refilled_at_ms = ? WHERE name = ?"
+SELECT_LIMITS = """
+SELECT name, max_concurrent, on_saturated FROM concurrency_limits
+WHERE queue = ? ORDER BY max_concurrent, name
+"""
+ANY_QUARANTINE = "SELECT EXISTS (SELECT 1 FROM quarantine)"
+SELECT_QUARANTINE = "SELECT crash_count FROM quarantine WHERE fingerprint = ?"
+CLAIM_JOB = """
+UPDATE jobs SET state = 'running', fence = fence + 1, lease_id = ?, lease_expires_at_ms = ?,
+    worker_id = ?, attempted_at_ms = ?, cancel_requested = 0
+WHERE id = ? AND state = 'available'
+"""
+SELECT_CLAIMED = "SELECT " + JOB_COLUMNS_WITH_PAYLOAD + " FROM jobs WHERE id IN ({marks})"
+UPDATE_DEFICIT = "UPDATE partitions SET deficit = ? WHERE queue = ? AND partition_key = ?"
+UPDATE_RR_CURSOR = "UPDATE queues SET rr_cursor = ? WHERE name = ?"
+SELECT_OLDEST_RUNNING = """
+SELECT id, errors FROM jobs WHERE queue = ? AND partition_key = ? AND state = 'running'
+ORDER BY attempted_at_ms, rowid LIMIT 1
+"""
+CANCEL_JOB = """
+UPDATE jobs SET state = 'cancelled', lease_id = NULL, lease_expires_at_ms = NULL,
+    cancel_requested = 1, finalized_at_ms = ?, expires_at_ms = ? + retention_ms, errors = ?
+WHERE id = ?
+"""
+DISCARD_JOB = "DELETE FROM jobs WHERE id = ?"
+SELECT_ERRORS = "SELECT errors FROM jobs WHERE id = ?"
+
+
+@dataclass(slots=True)
+class RateBucket:
+    """A token bucket refilled by store time; `limit` tokens per `window_ms`."""
+
+    limit: int
+    window_ms: int
+    burst: int
+    paused: bool
+    tokens: float
+    dirty: bool = False
+
+    @classmethod
+    def load(cls, row: tuple, now: int) -> RateBucket:
+        limit, window_ms, burst, paused, tokens, refilled_at = row
+        elapsed = max(0, now - refilled_at)
+        tokens = min(float(burst), tokens + elapsed * limit / window_ms)
+        return cls(limit, window_ms, burst, bool(paused), tokens)
+
+    def refill_in_ms(self, weight: int) -> int:
+        missing = weight - self.tokens
+        if missing <= 0:
+            return 0
+        return math.ceil(missing * self.window_ms / self.limit)
+
+
+@dataclass(slots=True)
+class Gate:
+    """Policy state for one admit call: loaded lazily, written back once."""
+
+    conn: sqlite3.Connection
+    now: int
+    worker_id: str
+    rates: dict[str, RateBucket | None] = field(default_factory=dict)
+    blocked_rates: set[str] = field(default_factory=set)
+    limits: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)
+    quarantined: dict[str, bool] = field(default_factory=dict)
+    any_quarantine: bool = False
+    rejections: dict[str, dict[str, int]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(int))
+    )
+    claimed: list[str] = field(default_factory=list)
+    claimed_set: set[str] = field(default_factory=set)
+
+    def rate(self, name: str) -> RateBucket | None:
+        if name not in self.rates:
+            row = self.conn.execute(SELECT_RATE_CLASS, (name,)).fetchone()
+            self.rates[name] = RateBucket.load(row, self.now) if row else None
+        return self.rates[name]
+
+    def is_quarantined(self, fp: str) -> bool:
+        if not self.any_quarantine:
+            return False
+        if fp not in self.quarantined:
+            self.quarantined[fp] = (
+                self.conn.execute(SELECT_QUARANTINE, (fp,)).fetchone() is not None
+            )
+        return self.quarantined[fp]
+
+    def queue_limits(self, queue: str) -> list[tuple[str, int, str]]:
+        if queue not in self.limits:
+            self.limits[queue] = self.conn.execute(SELECT_LIMITS, (queue,)).fetchall()
+        return self.limits[queue]
+
+    def reject(self, queue: str, policy: str) -> None:
+        self.rejections[queue][f"rejected_{policy}"] += 1
+
+
+def validate_admit_args(
+    worker_id: str, queues: Sequence[str], capacity: int, lease_ms: int, quantum: int | None
+) -> None:
+    if not isinstance(worker_id, str) or not worker_id:
+        raise InvalidInput("worker_id must not be empty")
+    if isinstance(queues, str) or not queues or not all(isinstance(q, str) for q in queues):
+        raise InvalidInput("queues must be a non-empty list of queue names")
+    for name, value, low in (("capacity", capacity, 0), ("lease_ms", lease_ms, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise InvalidInput(f"{name} must be an integer >= {low}")
+    if quantum is not None and (isinstance(quantum, bool) or not isinstance(quantum, int)
+                                or quantum < 1):
+        raise InvalidInput("quantum must be an integer >= 1")
+
+
+def admit(
+    conn: sqlite3.Connection, now: int, worker_id: str, queues: Sequence[str],
+    capacity: int, lease_ms: int, quantum: int | None,
+) -> list[Claim]:
+    promoted, _ = promote_due(conn, now, 1000)
+    names = list(dict.fromkeys(queues))
+    rows = conn.execute(SELECT_QUEUES.format(marks=",".join("?" * len(names))), names).fetchall()
+    order = {name: i for i, name in enumerate(names)}
+    active = sorted((r for r in rows if not r[2]), key=lambda r: order[r[0]])
+    if not active or capacity == 0:
+        return []
+    gate = Gate(conn, now, worker_id)
+    gate.any_quarantine = bool(conn.execute(ANY_QUARANTINE).fetchone()[0])
+    lease_id = uuid.uuid4().hex
+    expires = now + lease_ms
+
+    remaining = capacity
+    hungry: list[tuple] = []
+    for row, share in zip(active, _weighted_shares(capacity, [r[1] for r in active]), strict=True):
+        got = _admit_queue(gate, row[0], row[3], min(share, remaining), quantum)
+        remaining -= got
+        if got == share and share > 0:
+            hungry.append(row)
+    # Work-conserving: what a queue left unused goes to queues that still had work.
+    for row in hungry:
+        if remaining <= 0:
+            break
+        cursor = conn.execute("SELECT rr_cursor FROM queues WHERE name = ?", (row[0],)).fetchone()
+        remaining -= _admit_queue(gate, row[0], cursor[0], remaining, quantum)
+
+    for name, bucket in gate.rates.items():
+        if bucket is not None and bucket.dirty:
+            conn.execute(UPDATE_RATE_TOKENS, (bucket.tokens, now, name))
+    bump_history(conn, now, gate.rejections)
+    if not gate.claimed:
+        return []
+    conn.executemany(
+        CLAIM_JOB, [(lease_id, expires, worker_id, now, job_id) for job_id in gate.claimed]
+    )
+    jobs = {}
+    for i in range(0, len(gate.claimed), 500):
+        chunk = gate.claimed[i : i + 500]
+        for r in conn.execute(SELECT_CLAIMED.format(marks=",".join("?" * len(chunk))), chunk):
+            job = row_to_job(r)
+            jobs[job.id] = job
+    return [Claim(jobs[i], lease_id, jobs[i].fence, expires) for i in gate.claimed]
+
+
+def _weighted_shares(capacity: int, weights: list[int]) -> list[int]:
+    total = sum(weights)
+    raw = [capacity * w / total for w in weights]
+    shares = [math.floor(x) for x in raw]
+    leftover = capacity - sum(shares)
+    for i in sorted(range(len(raw)), key=lambda i: raw[i] - shares[i], reverse=True)[:leftover]:
+        shares[i] += 1
+    return shares
+
+
+def _admit_queue(gate: Gate, queue: str, rr_cursor: str, want: int, quantum: int | None) -> int:
+    """Deficit round robin over the queue's partitions; returns how many were claimed."""
+    if want <= 0:
+        return 0
+    conn = gate.conn
+    parts = conn.execute(SELECT_PARTITIONS, (queue,)).fetchall()
+    if not parts:
+        return 0
+    # Resume after the partition served last, so ties rotate between calls.
+    start = next((i for i, p in enumerate(parts) if p[0] > rr_cursor), 0)
+    parts = parts[start:] + parts[:start]
+    q = quantum or max(1, math.ceil(want / len(parts)))
+    deficits = {p[0]: p[1] for p in parts}
+    running = {p[0]: p[2] for p in parts}
+    active = [p[0] for p in parts]
+    remaining, last_served = want, rr_cursor
+    while remaining > 0 and active:
+        still = []
+        for key in active:
+            if remaining <= 0:
+                still.append(key)
+                continue
+            deficits[key] += q
+            take = min(deficits[key], remaining)
+            got = _take(gate, queue, key, take, running)
+            deficits[key] -= got
+            remaining -= got
+            if got:
+                last_served = key
+            if got < take:
+                deficits[key] = 0  # drained or blocked: DRR forgets its credit
+            else:
+                still.append(key)
+        active = still
+    for key, deficit in deficits.items():
+        conn.execute(UPDATE_DEFICIT, (deficit, queue, key))
+    conn.execute(UPDATE_RR_CURSOR, (last_served, queue))
+    return want - remaining
+
+
+def _take(gate: Gate, queue: str, partition: str, take: int, running: dict[str, int]) -> int:
+    conn = gate.conn
+    got = scanned = 0
+    after: tuple[int, int] | None = None
+    limits = gate.queue_limits(queue)
+    while got < take and scanned < MAX_SCAN_PER_PARTITION:
+        batch = take - got + SCAN_BATCH_EXTRA
+        if after is None:
+            rows = conn.execute(SELECT_CANDIDATES, (queue, partition, batch)).fetchall()
+        else:
+            rows = conn.execute(
+                SELECT_CANDIDATES_AFTER, (queue, partition, after[0], after[0], after[1], batch)
+            ).fetchall()
+        for rowid, job_id, priority, fp, rate_name, weight, sticky in rows:
+            scanned += 1
+            after = (priority, rowid)
+            if job_id in gate.claimed_set:
+                continue
+            if sticky and sticky != gate.worker_id:
+                continue
+            if gate.is_quarantined(fp):
+                gate.reject(queue, "quarantine")
+                continue
+            bucket = gate.rate(rate_name) if rate_name else None
+            if bucket is not None and (
+                rate_name in gate.blocked_rates or bucket.paused or bucket.tokens < weight
+            ):
+                gate.blocked_rates.add(rate_name)
+                gate.reject(queue, "rate_class")
+                continue
+            verdict = _ceiling(gate, queue, partition, job_id, limits, running)
+            if verdict == "reject":
+                gate.reject(queue, "concurrency_limit")
+                return got
+            if verdict == "gone":
+                gate.reject(queue, "concurrency_limit")
+                continue
+            if bucket is not None:
+                bucket.tokens -= weight
+                bucket.dirty = True
+            gate.claimed.append(job_id)
+            gate.claimed_set.add(job_id)
+            running[partition] = running.get(partition, 0) + 1
+            got += 1
+            if got >= take:
+                return got
+        if len(rows) < batch:
+            break
+    return got
+
+
+def _ceiling(
+    gate: Gate, queue: str, partition: str, job_id: str,
+    limits: list[tuple[str, int, str]], running: dict[str, int],
+) -> str:
+    """'ok' to admit, 'reject' to leave it waiting, 'gone' when the job was removed."""
+    for name, max_concurrent, strategy in limits:
+        if running.get(partition, 0) < max_concurrent:
+            continue
+        conn, now = gate.conn, gate.now
+        if strategy == "discard":
+            conn.execute(DISCARD_JOB, (job_id,))
+            return "gone"
+        if strategy == "cancel_incoming":
+            errors = conn.execute(SELECT_ERRORS, (job_id,)).fetchone()[0]
+            reason = f"cancelled: concurrency limit {name} saturated ({max_concurrent} running)"
+            entry = error_entry(0, now, reason, (), None, "cancel_incoming")
+            conn.execute(CANCEL_JOB, (now, now, append_error(errors, entry), job_id))
+            return "gone"
+        if strategy == "cancel_running":
+            oldest = conn.execute(SELECT_OLDEST_RUNNING, (queue, partition)).fetchone()
+            if oldest is None:
+                return "reject"
+            reason = f"cancelled to make room: concurrency limit {name} ({max_concurrent})"
+            entry = error_entry(0, now, reason, (), None, "cancel_running")
+            conn.execute(CANCEL_JOB, (now, now, append_error(oldest[1], entry), oldest[0]))
+            running[partition] -= 1
+            continue
+        return "reject"
+    return "ok"
+
+
+def explain(conn: sqlite3.Connection, now: int, job_id: str) -> Explanation | None:
+    row = conn.execute(
+        "SELECT state, queue, partition_key, priority, rowid, fingerprint, rate_class, weight, "
+        "scheduled_at_ms, sticky_worker FROM jobs WHERE id = ?", (job_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    state, queue, partition, priority, rowid, fp, rate_name, weight, due, sticky = row
+    state = State(state)
+    if state in (State.SCHEDULED, State.RETRYABLE):
+        wait = max(0, due - now)
+        return Explanation(False, "schedule", {"state": state.value, "scheduled_at_ms": due,
+                                               "due_in_ms": wait}, wait)
+    if state is not State.AVAILABLE:
+        return Explanation(False, None, {"state": state.value}, None)
+    detail: dict = {"state": state.value, "queue": queue, "partition_key": partition}
+    paused = conn.execute("SELECT paused FROM queues WHERE name = ?", (queue,)).fetchone()
+    if paused and paused[0]:
+        return Explanation(False, "queue_paused", {**detail, "paused": True}, None)
+    crash = conn.execute(SELECT_QUARANTINE, (fp,)).fetchone()
+    if crash is not None:
+        return Explanation(False, "quarantine",
+                           {**detail, "fingerprint": fp, "crash_count": crash[0]}, None)
+    if rate_name:
+        rate_row = conn.execute(SELECT_RATE_CLASS, (rate_name,)).fetchone()
+        if rate_row is not None:
+            bucket = RateBucket.load(rate_row, now)
+            numbers = {
+                "rate_class": rate_name, "tokens_available": round(bucket.tokens, 3),
+                "weight": weight, "limit": bucket.limit, "window_ms": bucket.window_ms,
+                "burst": bucket.burst, "paused": bucket.paused,
+            }
+            if bucket.paused:
+                return Explanation(False, "rate_class", {**detail, **numbers}, None)
+            if bucket.tokens < weight:
+                wait = bucket.refill_in_ms(weight)
+                return Explanation(False, "rate_class",
+                                   {**detail, **numbers, "refill_in_ms": wait}, wait)
+    part = conn.execute(
+        "SELECT running, waiting FROM partitions WHERE queue = ? AND partition_key = ?",
+        (queue, partition),
+    ).fetchone()
+    running, waiting = part if part else (0, 0)
+    for name, max_concurrent, strategy in conn.execute(SELECT_LIMITS, (queue,)):
+        if running >= max_concurrent:
+            return Explanation(False, "concurrency_limit", {
+                **detail, "limit": name, "running": running, "max_concurrent": max_concurrent,
+                "on_saturated": strategy,
+            }, None)
+    ahead = conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE queue = ? AND partition_key = ? "
+        "AND state = 'available' AND (priority > ? OR (priority = ? AND rowid < ?)) LIMIT 10001)",
+        (queue, partition, priority, priority, rowid),
+    ).fetchone()[0]
+    if sticky:
+        detail["sticky_worker"] = sticky
+    if ahead:
+        return Explanation(False, "fairness", {
+            **detail, "position_in_partition": ahead, "partition_waiting": waiting,
+            "partition_running": running,
+        }, None)
+    return Explanation(True, None, {**detail, "position_in_partition": 0}, 0)

@@ -1,0 +1,152 @@
+"""SQLite connections: one per thread, WAL, IMMEDIATE write transactions, migrations.
+
+The store clock is read here, inside the write lock, so every decision in a transaction
+sees one instant and no two writers disagree about order.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from headgate.core import StoreUnavailable
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "db" / "sqlite"
+BUSY_TIMEOUT_MS = 5_000
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _unavailable(exc: sqlite3.Error) -> StoreUnavailable:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return StoreUnavailable(f"store unavailable: database is locked ({text})")
+    return StoreUnavailable(f"store unavailable: {text}")
+
+
+class Database:
+    def __init__(self, path: str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+        self.path = path
+        self.busy_timeout_ms = busy_timeout_ms
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+
+    def connection(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False,
+                    timeout=self.busy_timeout_ms / 1000,
+                )
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA foreign_keys = OFF")
+            except sqlite3.Error as exc:
+                raise _unavailable(exc) from exc
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def write(self) -> Iterator[tuple[sqlite3.Connection, int]]:
+        """BEGIN IMMEDIATE … COMMIT, yielding the connection and the store clock."""
+        conn = self.connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise _unavailable(exc) from exc
+        try:
+            yield conn, now_ms()
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError):
+                raise _unavailable(exc) from exc
+            raise
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A consistent snapshot for multi-statement reads."""
+        conn = self.connection()
+        try:
+            conn.execute("BEGIN")
+        except sqlite3.Error as exc:
+            raise _unavailable(exc) from exc
+        try:
+            yield conn
+        except sqlite3.OperationalError as exc:
+            raise _unavailable(exc) from exc
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+
+    def query(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
+        try:
+            return self.connection().execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            raise _unavailable(exc) from exc
+
+    def migrate(self) -> int:
+        """Apply numbered files from db/sqlite that are newer than the recorded version."""
+        conn = self.connection()
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations "
+            "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at_ms INTEGER NOT NULL)"
+        )
+        for path in sorted(MIGRATIONS_DIR.glob("[0-9]*.sql")):
+            version = int(path.name.split("_", 1)[0])
+            with self.write() as (wconn, now):
+                done = wconn.execute(
+                    "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
+                ).fetchone()
+                if done:
+                    continue
+                for statement in _split_sql(path.read_text()):
+                    wconn.execute(statement)
+                wconn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)",
+                    (version, path.name, now),
+                )
+        return self.version()
+
+    def version(self) -> int:
+        row = self.connection().execute("SELECT max(version) FROM schema_migrations").fetchone()
+        return int(row[0] or 0)
+
+    def close(self) -> None:
+        with self._all_lock:
+            for conn in self._all:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._all.clear()
+        self._local = threading.local()
+
+
+def _split_sql(text: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies whole."""
+    statements, buf = [], []
+    for line in text.splitlines():
+        if line.strip().startswith("--") and not buf:
+            continue
+        buf.append(line)
+        chunk = "\n".join(buf).strip()
+        if chunk and sqlite3.complete_statement(chunk):
+            statements.append(chunk)
+            buf = []
+    tail = "\n".join(buf).strip()
+    if tail:
+        statements.append(tail)
+    return statements

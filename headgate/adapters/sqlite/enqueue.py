@@ -1,0 +1,234 @@
+"""Enqueue: identity, quarantine, uniqueness and backpressure, all-or-nothing."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from headgate.core import (
+    TERMINAL,
+    UNFINISHED,
+    Backpressure,
+    Duplicate,
+    Envelope,
+    IdConflict,
+    InvalidInput,
+    Quarantined,
+    State,
+)
+from headgate.core.envelope import (
+    REPLACE_MAX_ATTEMPTS,
+    REPLACE_PAYLOAD,
+    REPLACE_PRIORITY,
+    REPLACE_SCHEDULED_AT,
+)
+
+from .rows import bump_history
+
+DEFAULT_RETENTION_MS = 24 * 3_600_000
+CHUNK = 500
+
+INSERT_JOB = """
+INSERT INTO jobs (id, kind, schema_version, payload, fingerprint, queue, priority,
+    partition_key, rate_class, weight, state, scheduled_at_ms, max_attempts, retention_ms,
+    tags, sticky_worker, headers, enqueued_at_ms, periodic_schedule_id, periodic_tick_ms,
+    was_pending)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+ENSURE_QUEUE = "INSERT OR IGNORE INTO queues (name, created_at_ms) VALUES (?, ?)"
+SELECT_IDENTITY = """
+SELECT id, kind, schema_version, payload, queue, priority, partition_key, rate_class, weight,
+       max_attempts, tags, sticky_worker, headers
+FROM jobs WHERE id IN ({marks})
+"""
+SELECT_QUARANTINED = "SELECT fingerprint FROM quarantine WHERE fingerprint IN ({marks})"
+SELECT_LIMITS = "SELECT name, max_unfinished_jobs FROM queues WHERE name IN ({marks}) " \
+    "AND max_unfinished_jobs IS NOT NULL"
+SELECT_UNFINISHED = "SELECT coalesce(sum(n), 0) FROM queue_counts WHERE queue = ? " \
+    "AND state IN ({})".format(", ".join(f"'{s.value}'" for s in UNFINISHED))
+SELECT_UNIQUE = "SELECT job_id, expires_at_ms FROM uniques WHERE key = ?"
+UPSERT_UNIQUE = """
+INSERT INTO uniques (key, job_id, expires_at_ms) VALUES (?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, expires_at_ms = excluded.expires_at_ms
+"""
+SELECT_HOLDER = "SELECT state FROM jobs WHERE id = ?"
+
+
+@dataclass(slots=True)
+class EnqueueResult:
+    ids: list[str]
+    inserted: int
+    queues: set[str]
+    duplicate: Duplicate | None = None
+
+
+def effective_unique_key(env: Envelope) -> bytes | None:
+    if env.unique_key is None:
+        return None
+    if env.unique_exclude_kind:
+        return b"\x01" + env.unique_key
+    return b"\x00" + env.kind.encode() + b"\x00" + env.unique_key
+
+
+def _identity(env: Envelope) -> tuple:
+    return (
+        env.kind, env.schema_version, env.payload, env.queue, env.priority, env.partition_key,
+        env.rate_class, env.weight, env.max_attempts, json.dumps(list(env.tags)),
+        env.sticky_worker, json.dumps(env.headers, sort_keys=True),
+    )
+
+
+def _chunks(items: list, size: int = CHUNK):
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def enqueue(conn: sqlite3.Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResult:
+    """Insert validated envelopes. A Duplicate on a single envelope is returned (so a
+    replace/debounce commits); in a batch it is raised so the batch writes nothing."""
+    ids = [env.id for env in envs]
+    if len(set(ids)) != len(ids):
+        raise InvalidInput("batch contains the same id twice")
+    existing = _existing(conn, ids)
+    fresh: list[Envelope] = []
+    for env in envs:
+        row = existing.get(env.id)
+        if row is None:
+            fresh.append(env)
+            continue
+        stored = (
+            row[1], row[2], bytes(row[3]), *row[4:12],
+            json.dumps(json.loads(row[12]), sort_keys=True),
+        )
+        if stored != _identity(env):
+            raise IdConflict(env.id)  # type: ignore[arg-type]
+    result = EnqueueResult(ids=ids, inserted=0, queues={e.queue for e in fresh})
+    if not fresh:
+        return result
+
+    fps = sorted({e.fingerprint for e in fresh})  # type: ignore[misc]
+    for chunk in _chunks(fps):
+        hit = conn.execute(
+            SELECT_QUARANTINED.format(marks=",".join("?" * len(chunk))), chunk
+        ).fetchone()
+        if hit:
+            raise Quarantined(hit[0])
+
+    seen_keys: dict[bytes, str] = {}
+    for env in fresh:
+        key = effective_unique_key(env)
+        if key is None:
+            continue
+        if key in seen_keys:
+            raise Duplicate(seen_keys[key], False)
+        dup = _claim_unique(conn, now, env, key)
+        if dup is not None:
+            if len(envs) > 1:
+                raise dup
+            result.duplicate = dup
+            result.ids = [dup.existing_id]
+            return result
+        seen_keys[key] = env.id  # type: ignore[assignment]
+
+    _check_backpressure(conn, fresh)
+    for queue in result.queues:
+        conn.execute(ENSURE_QUEUE, (queue, now))
+    conn.executemany(INSERT_JOB, [_insert_row(env, now) for env in fresh])
+    arrived = Counter(e.queue for e in fresh)
+    bump_history(conn, now, {q: {"arrived": n} for q, n in arrived.items()})
+    result.inserted = len(fresh)
+    return result
+
+
+def _existing(conn: sqlite3.Connection, ids: list[str]) -> dict[str, tuple]:
+    found: dict[str, tuple] = {}
+    for chunk in _chunks(ids):
+        sql = SELECT_IDENTITY.format(marks=",".join("?" * len(chunk)))
+        for row in conn.execute(sql, chunk):
+            found[row[0]] = row
+    return found
+
+
+def _insert_row(env: Envelope, now: int) -> tuple:
+    scheduled_at = env.scheduled_at_ms or now
+    if env.unique_debounce_ms and env.unique_key is not None:
+        scheduled_at = max(scheduled_at, now + env.unique_debounce_ms)
+    if env.pending:
+        state = State.PENDING
+    elif scheduled_at > now:
+        state = State.SCHEDULED
+    else:
+        state = State.AVAILABLE
+    retention = DEFAULT_RETENTION_MS if env.retention_ms is None else env.retention_ms
+    return (
+        env.id, env.kind, env.schema_version, env.payload, env.fingerprint, env.queue,
+        env.priority, env.partition_key, env.rate_class, env.weight, state.value,
+        scheduled_at, env.max_attempts, retention, json.dumps(list(env.tags)),
+        env.sticky_worker, json.dumps(env.headers), now, env.periodic_schedule_id,
+        env.periodic_tick_ms, int(env.pending),
+    )
+
+
+def _check_backpressure(conn: sqlite3.Connection, fresh: list[Envelope]) -> None:
+    incoming = Counter(e.queue for e in fresh)
+    names = sorted(incoming)
+    limits = conn.execute(
+        SELECT_LIMITS.format(marks=",".join("?" * len(names))), names
+    ).fetchall()
+    for queue, limit in limits:
+        current = conn.execute(SELECT_UNFINISHED, (queue,)).fetchone()[0]
+        if current + incoming[queue] > limit:
+            raise Backpressure(queue, limit, current, incoming[queue])
+
+
+def _claim_unique(
+    conn: sqlite3.Connection, now: int, env: Envelope, key: bytes
+) -> Duplicate | None:
+    row = conn.execute(SELECT_UNIQUE, (key,)).fetchone()
+    if row is not None:
+        holder_id, expires = row
+        holder = conn.execute(SELECT_HOLDER, (holder_id,)).fetchone()
+        if expires is not None:
+            held = now < expires
+        else:
+            held = holder is not None and State(holder[0]) not in TERMINAL
+        if held:
+            replaced = False
+            if holder is not None:
+                replaced = _replace_holder(conn, now, env, holder_id, State(holder[0]))
+            return Duplicate(holder_id, replaced)
+    expires_at = now + env.unique_window_ms if env.unique_window_ms > 0 else None
+    conn.execute(UPSERT_UNIQUE, (key, env.id, expires_at))
+    return None
+
+
+def _replace_holder(
+    conn: sqlite3.Connection, now: int, env: Envelope, holder_id: str, state: State
+) -> bool:
+    """Apply unique_replace bits or debounce to a holder that is not running."""
+    if state is State.RUNNING or state in TERMINAL:
+        return False
+    sets: dict[str, object] = {}
+    if env.unique_debounce_ms > 0:
+        sets.update(payload=env.payload, fingerprint=env.fingerprint,
+                    schema_version=env.schema_version, tags=json.dumps(list(env.tags)))
+        if state is State.SCHEDULED:
+            sets["scheduled_at_ms"] = now + env.unique_debounce_ms
+    bits = env.unique_replace
+    if bits & REPLACE_PAYLOAD:
+        sets.update(payload=env.payload, fingerprint=env.fingerprint,
+                    schema_version=env.schema_version, headers=json.dumps(env.headers))
+    if bits & REPLACE_SCHEDULED_AT and state in (State.SCHEDULED, State.PENDING):
+        sets["scheduled_at_ms"] = env.scheduled_at_ms or now
+    if bits & REPLACE_PRIORITY:
+        sets["priority"] = env.priority
+    if bits & REPLACE_MAX_ATTEMPTS:
+        sets["max_attempts"] = env.max_attempts
+    if not sets:
+        return False
+    assignments = ", ".join(f"{column} = ?" for column in sets)
+    conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*sets.values(), holder_id))
+    return True

@@ -1,0 +1,235 @@
+"""Acks, leases and the sweeps that move jobs on store time.
+
+Every state change here goes through `transition()` so the table in
+core/transitions.json stays the one description of the lifecycle.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from headgate.core import Claim, GuardContext, LeaseLost, Outcome, State, retry_delay_ms, transition
+from headgate.core.envelope import MAX_PAYLOAD
+from headgate.core.errors import InvalidInput
+from headgate.core.transitions import DEFAULT_CRASH_LIMIT
+
+from .rows import append_error, bump_history, error_entry
+
+SELECT_FOR_ACK = """
+SELECT state, lease_id, fence, attempt, max_attempts, crash_attempt, retention_ms, queue,
+       rate_class, errors, worker_id
+FROM jobs WHERE id = ?
+"""
+DELETE_JOB = "DELETE FROM jobs WHERE id = ?"
+RENEW = """
+UPDATE jobs SET lease_expires_at_ms = ?
+WHERE id = ? AND lease_id = ? AND fence = ? AND state = 'running'
+"""
+WRITE_PROGRESS = """
+UPDATE jobs SET progress_current = ?, progress_total = ?, progress_message = ?,
+    progress_fence = fence, progress_updated_at_ms = ?
+WHERE id = ? AND lease_id = ? AND fence = ? AND state = 'running'
+"""
+WRITE_OUTPUT = """
+UPDATE jobs SET output = ?, output_schema_version = ?, output_fence = fence,
+    output_updated_at_ms = ?
+WHERE id = ? AND lease_id = ? AND fence = ? AND state = 'running'
+"""
+SELECT_EXPIRED = """
+SELECT id, crash_attempt, fingerprint, kind, worker_id, errors, queue, retention_ms, fence
+FROM jobs WHERE state = 'running' AND lease_expires_at_ms < ?
+ORDER BY lease_expires_at_ms LIMIT ?
+"""
+PROMOTE_DUE = """
+UPDATE jobs SET state = 'available'
+WHERE id IN (SELECT id FROM jobs WHERE state IN ('scheduled', 'retryable')
+             AND scheduled_at_ms <= ? ORDER BY scheduled_at_ms LIMIT ?)
+RETURNING queue
+"""
+EVICT = """
+DELETE FROM jobs WHERE id IN (
+    SELECT id FROM jobs WHERE expires_at_ms <= ?
+    AND state IN ('completed', 'archived', 'cancelled', 'undecodable') LIMIT ?)
+"""
+UPSERT_QUARANTINE = """
+INSERT INTO quarantine (fingerprint, kind, crash_count, quarantined_at_ms, reason)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (fingerprint) DO UPDATE SET crash_count = excluded.crash_count,
+    quarantined_at_ms = excluded.quarantined_at_ms, reason = excluded.reason
+"""
+DRAIN_RATE_CLASS = "UPDATE rate_classes SET tokens = ?, refilled_at_ms = ? WHERE name = ?"
+
+MAX_PROGRESS_MESSAGE = 512
+FAILED_OUTCOMES = {Outcome.RETRY, Outcome.SKIP, Outcome.UNDECODABLE}
+
+
+def _lost_unless(row: tuple | None, claim: Claim) -> tuple:
+    if row is None or row[0] != State.RUNNING.value or row[1] != claim.lease_id \
+            or row[2] != claim.fence:
+        raise LeaseLost(claim.job.id)
+    return row
+
+
+def ack(
+    conn: sqlite3.Connection, now: int, claim: Claim, outcome: Outcome, error: str | None,
+    delay_ms: int | None, result: bytes | None, result_schema_version: int,
+    logs: Sequence[str],
+) -> str:
+    """Apply `outcome` to a claimed job; returns the queue for activity signalling."""
+    outcome = Outcome(outcome)
+    if delay_ms is not None and (isinstance(delay_ms, bool) or not isinstance(delay_ms, int)
+                                 or delay_ms < 0):
+        raise InvalidInput("delay_ms must be an integer >= 0")
+    if result is not None and len(result) > MAX_PAYLOAD:
+        raise InvalidInput(f"result must be at most {MAX_PAYLOAD} bytes")
+    job_id = claim.job.id
+    row = _lost_unless(conn.execute(SELECT_FOR_ACK, (job_id,)).fetchone(), claim)
+    _, _, _, attempt, max_attempts, crash, retention, queue, rate_name, errors, worker = row
+    rule = transition(State.RUNNING, outcome.value, GuardContext(
+        attempt=attempt, max_attempts=max_attempts, crash_attempt=crash,
+        retention_ms=retention, now_ms=now,
+    ))
+    new_attempt = attempt + 1 if "attempt" in rule.effects else attempt
+    if error is not None or logs or outcome in FAILED_OUTCOMES:
+        errors = append_error(errors, error_entry(
+            new_attempt if "attempt" in rule.effects else attempt, now, error, logs, worker,
+            outcome.value,
+        ))
+    sets: dict[str, object] = {
+        "state": rule.target.value, "attempt": new_attempt, "lease_id": None,
+        "lease_expires_at_ms": None, "errors": errors,
+    }
+    target = rule.target
+    if target is State.DELETED:
+        conn.execute(DELETE_JOB, (job_id,))
+    else:
+        if target is State.RETRYABLE:
+            wait = delay_ms if delay_ms is not None else retry_delay_ms(new_attempt)
+            sets["scheduled_at_ms"] = now + wait
+        elif target is State.SCHEDULED:
+            sets["scheduled_at_ms"] = now + (delay_ms or 0)
+        elif target is State.AVAILABLE and delay_ms and rate_name:
+            _drain_rate_class(conn, now, rate_name, delay_ms)
+        if target in (State.COMPLETED, State.ARCHIVED, State.UNDECODABLE):
+            sets["finalized_at_ms"] = now
+            sets["expires_at_ms"] = now + retention
+        if outcome is Outcome.SUCCESS and result is not None:
+            sets["result"] = bytes(result)
+            sets["result_schema_version"] = result_schema_version
+        _update(conn, job_id, sets)
+    history = {"completed": 1} if outcome is Outcome.SUCCESS else (
+        {"failed": 1} if outcome in FAILED_OUTCOMES else {})
+    bump_history(conn, now, {queue: history})
+    return queue
+
+
+def _drain_rate_class(conn: sqlite3.Connection, now: int, name: str, delay_ms: int) -> None:
+    """A handler that hit an external rate limit empties its class for `delay_ms`, so the
+    whole fleet backs off, not just this worker."""
+    row = conn.execute(
+        "SELECT limit_per_window, window_ms FROM rate_classes WHERE name = ?", (name,)
+    ).fetchone()
+    if row is not None:
+        limit, window_ms = row
+        conn.execute(DRAIN_RATE_CLASS, (-(delay_ms * limit / window_ms), now, name))
+
+
+def _update(conn: sqlite3.Connection, job_id: str, sets: dict[str, object]) -> None:
+    assignments = ", ".join(f"{column} = ?" for column in sets)
+    conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*sets.values(), job_id))
+
+
+def renew(conn: sqlite3.Connection, now: int, claims: Sequence[Claim], lease_ms: int) -> list[str]:
+    lost = []
+    for claim in claims:
+        cur = conn.execute(RENEW, (now + lease_ms, claim.job.id, claim.lease_id, claim.fence))
+        if cur.rowcount == 0:
+            lost.append(claim.job.id)
+    return lost
+
+
+def release(conn: sqlite3.Connection, now: int, claims: Sequence[Claim]) -> set[str]:
+    """Hand claims back without charging an attempt: the table's rate_limited row
+    (running → available, neither counter moves)."""
+    queues = set()
+    rule = transition(State.RUNNING, Outcome.RATE_LIMITED.value)
+    for claim in claims:
+        row = conn.execute(SELECT_FOR_ACK, (claim.job.id,)).fetchone()
+        try:
+            _lost_unless(row, claim)
+        except LeaseLost:
+            continue
+        _update(conn, claim.job.id, {
+            "state": rule.target.value, "lease_id": None, "lease_expires_at_ms": None,
+        })
+        queues.add(row[7])
+    return queues
+
+
+def write_progress(
+    conn: sqlite3.Connection, now: int, claim: Claim, current: int, total: int,
+    message: str | None,
+) -> None:
+    for name, value in (("current", current), ("total", total)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidInput(f"progress {name} must be an integer >= 0")
+    if message is not None and len(message.encode()) > MAX_PROGRESS_MESSAGE:
+        raise InvalidInput(f"progress message must be at most {MAX_PROGRESS_MESSAGE} bytes")
+    cur = conn.execute(WRITE_PROGRESS, (
+        current, total, message, now, claim.job.id, claim.lease_id, claim.fence,
+    ))
+    if cur.rowcount == 0:
+        raise LeaseLost(claim.job.id)
+
+
+def write_output(
+    conn: sqlite3.Connection, now: int, claim: Claim, data: bytes, schema_version: int
+) -> None:
+    if not isinstance(data, bytes | bytearray) or len(data) > MAX_PAYLOAD:
+        raise InvalidInput(f"output must be bytes of at most {MAX_PAYLOAD}")
+    cur = conn.execute(WRITE_OUTPUT, (
+        bytes(data), schema_version, now, claim.job.id, claim.lease_id, claim.fence,
+    ))
+    if cur.rowcount == 0:
+        raise LeaseLost(claim.job.id)
+
+
+def reclaim_expired(
+    conn: sqlite3.Connection, now: int, limit: int, crash_limit: int = DEFAULT_CRASH_LIMIT
+) -> set[str]:
+    """lease_lost for every expired lease: crash accounting, quarantine at the limit."""
+    queues = set()
+    rows = conn.execute(SELECT_EXPIRED, (now, limit)).fetchall()
+    for job_id, crash, fp, kind, worker, errors, queue, _retention, fence in rows:
+        rule = transition(State.RUNNING, "lease_lost", GuardContext(
+            crash_attempt=crash, crash_limit=crash_limit, now_ms=now,
+        ))
+        crash += 1
+        message = f"lease lost: worker {worker} stopped renewing (crash {crash} of {crash_limit})"
+        sets: dict[str, object] = {
+            "state": rule.target.value, "crash_attempt": crash, "lease_id": None,
+            "lease_expires_at_ms": None,
+            "errors": append_error(errors, error_entry(
+                fence, now, message, (), worker, "lease_lost")),
+        }
+        if rule.target is State.RETRYABLE:
+            sets["scheduled_at_ms"] = now + min(retry_delay_ms(crash), 30_000)
+        else:
+            sets["finalized_at_ms"] = now
+            conn.execute(UPSERT_QUARANTINE, (
+                fp, kind, crash, now, f"worker lost the lease {crash} times",
+            ))
+        _update(conn, job_id, sets)
+        bump_history(conn, now, {queue: {"failed": 1}})
+        queues.add(queue)
+    return len(rows), queues
+
+
+def promote_due(conn: sqlite3.Connection, now: int, limit: int) -> tuple[int, set[str]]:
+    rows = conn.execute(PROMOTE_DUE, (now, limit)).fetchall()
+    return len(rows), {row[0] for row in rows}
+
+
+def evict_retained(conn: sqlite3.Connection, now: int, limit: int) -> int:
+    return conn.execute(EVICT, (now, limit)).rowcount

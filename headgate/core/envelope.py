@@ -1,0 +1,163 @@
+"""The producer's envelope (SPEC §3.1) and its validation at the boundary.
+
+Validation lives here, not in the adapters, so every way in (client, API, periodic
+scheduler) rejects the same inputs with the same words before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .errors import InvalidInput
+from .fingerprint import fingerprint as compute_fingerprint
+from .ids import new_id
+
+MAX_KIND = 128
+MAX_NAME = 255
+MAX_PAYLOAD = 1024 * 1024
+MAX_TAGS = 32
+MAX_TAG = 64
+MAX_ID = 255
+MAX_HEADERS = 64
+MAX_UNIQUE_KEY = 1024
+REPLACE_BITS = 0b1111
+INT64_MAX = 2**63 - 1
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+REPLACE_PAYLOAD = 1
+REPLACE_SCHEDULED_AT = 2
+REPLACE_PRIORITY = 4
+REPLACE_MAX_ATTEMPTS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    kind: str
+    payload: bytes = b""
+    id: str | None = None
+    schema_version: int = 1
+    queue: str = "default"
+    priority: int = 0
+    partition_key: str = ""
+    rate_class: str = ""
+    weight: int = 1
+    scheduled_at_ms: int = 0
+    max_attempts: int = 25
+    retention_ms: int | None = None
+    unique_key: bytes | None = None
+    unique_window_ms: int = 0
+    unique_debounce_ms: int = 0
+    unique_replace: int = 0
+    unique_exclude_kind: bool = False
+    tags: Sequence[str] = ()
+    pending: bool = False
+    sticky_worker: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    fingerprint: str | None = None
+    periodic_schedule_id: str = ""
+    periodic_tick_ms: int | None = None
+
+    def validated(self) -> Envelope:
+        """A checked, normalized copy: id and fingerprint filled, tags sorted and unique."""
+        _text("kind", self.kind, 1, MAX_KIND)
+        if not isinstance(self.payload, bytes | bytearray | memoryview):
+            raise InvalidInput("payload must be bytes")
+        payload = bytes(self.payload)
+        if len(payload) > MAX_PAYLOAD:
+            raise InvalidInput(f"payload must be at most {MAX_PAYLOAD} bytes")
+        if self.id is not None:
+            _text("id", self.id, 1, MAX_ID)
+        _int("schema_version", self.schema_version, 1)
+        _text("queue", self.queue, 1, MAX_NAME)
+        _int("priority", self.priority, INT32_MIN, INT32_MAX)
+        _text("partition_key", self.partition_key, 0, MAX_NAME)
+        _text("rate_class", self.rate_class, 0, MAX_NAME)
+        _int("weight", self.weight, 1)
+        _int("scheduled_at_ms", self.scheduled_at_ms, 0)
+        _int("max_attempts", self.max_attempts, 1)
+        if self.retention_ms is not None:
+            _int("retention_ms", self.retention_ms, 0)
+        if self.unique_key is not None:
+            if not isinstance(self.unique_key, bytes | bytearray):
+                raise InvalidInput("unique_key must be bytes")
+            if not 1 <= len(self.unique_key) <= MAX_UNIQUE_KEY:
+                raise InvalidInput(f"unique_key must be 1..{MAX_UNIQUE_KEY} bytes")
+        _int("unique_window_ms", self.unique_window_ms, 0)
+        _int("unique_debounce_ms", self.unique_debounce_ms, 0)
+        _int("unique_replace", self.unique_replace, 0, REPLACE_BITS)
+        if self.unique_replace and self.unique_key is None:
+            raise InvalidInput("unique_replace requires caller-supplied unique_key")
+        if not isinstance(self.unique_exclude_kind, bool):
+            raise InvalidInput("unique_exclude_kind must be a boolean")
+        if not isinstance(self.pending, bool):
+            raise InvalidInput("pending must be a boolean")
+        _text("sticky_worker", self.sticky_worker, 0, MAX_NAME)
+        tags = normalize_tags(self.tags)
+        headers = _headers(self.headers)
+        fp = compute_fingerprint(self.kind, payload)
+        if self.fingerprint is not None and self.fingerprint != fp:
+            raise InvalidInput("fingerprint does not match kind and payload")
+        return replace(
+            self,
+            id=self.id if self.id is not None else new_id(),
+            payload=payload,
+            unique_key=bytes(self.unique_key) if self.unique_key is not None else None,
+            tags=tags,
+            headers=headers,
+            fingerprint=fp,
+        )
+
+
+def normalize_tags(tags: Any) -> tuple[str, ...]:
+    if isinstance(tags, str) or not isinstance(tags, Sequence | set | frozenset):
+        raise InvalidInput("tags must be a list of strings")
+    for tag in tags:
+        _text("tag", tag, 1, MAX_TAG)
+    unique = tuple(sorted(set(tags)))
+    if len(unique) > MAX_TAGS:
+        raise InvalidInput(f"at most {MAX_TAGS} tags")
+    return unique
+
+
+def _headers(headers: Any) -> dict[str, str]:
+    if not isinstance(headers, Mapping):
+        raise InvalidInput("headers must be a map of strings")
+    if len(headers) > MAX_HEADERS:
+        raise InvalidInput(f"at most {MAX_HEADERS} headers")
+    for key, value in headers.items():
+        _text("header name", key, 1, MAX_NAME)
+        _text(f"header {key}", value, 0, 4096)
+    return dict(headers)
+
+
+def _text(name: str, value: Any, low: int, high: int) -> None:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be a string")
+    if len(value) < low:
+        raise InvalidInput(f"{name} must not be empty")
+    if len(value) > high:
+        raise InvalidInput(f"{name} must be at most {high} characters")
+    if "\x00" in value:
+        raise InvalidInput(f"{name} must not contain NUL")
+
+
+def _int(name: str, value: Any, low: int, high: int = INT64_MAX) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{name} must be an integer")
+    if value < low:
+        raise InvalidInput(f"{name} must be >= {low}")
+    if value > high:
+        raise InvalidInput(f"{name} must be <= {high}")
+
+
+def check_int(name: str, value: Any, low: int, high: int = INT64_MAX) -> int:
+    """Shared argument check for store methods (durations, limits)."""
+    _int(name, value, low, high)
+    return value
+
+
+def check_text(name: str, value: Any, low: int = 1, high: int = MAX_NAME) -> str:
+    _text(name, value, low, high)
+    return value

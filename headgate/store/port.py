@@ -1,0 +1,211 @@
+"""The store port: the one coarse interface every adapter implements.
+
+Coarse on purpose: each method is one transaction in the adapter, so policy decisions
+(admission, uniqueness, backpressure, fencing) happen where the data is locked, never
+in the caller. Inspection records are plain dicts whose keys are the wire names of the
+control API, so the web layer serializes them without a second model.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from headgate.core import Claim, Envelope, Explanation, Job, JobFilter, JobPage, Outcome
+from headgate.core.job import Blob, Progress
+
+from .activity import ActivityHub
+
+CAPS_SQLITE = ("inspect",)
+
+
+class Store(ABC):
+    backend: str
+    activity: ActivityHub
+
+    # -- lifecycle -------------------------------------------------------------------
+    @abstractmethod
+    def schema_version(self) -> int: ...
+
+    @abstractmethod
+    def capabilities(self) -> tuple[str, ...]: ...
+
+    @abstractmethod
+    def now_ms(self) -> int:
+        """The store's clock, for callers that must agree with it (e.g. explain)."""
+
+    @abstractmethod
+    def ping(self) -> None:
+        """One index lookup; raises StoreUnavailable when the store cannot answer."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # -- producing -------------------------------------------------------------------
+    @abstractmethod
+    def enqueue_many(self, envelopes: Sequence[Envelope]) -> list[str]:
+        """All-or-nothing insert of validated envelopes; returns ids in order.
+
+        Raises Duplicate, IdConflict, Quarantined, Backpressure, InvalidInput."""
+
+    # -- admission and leases --------------------------------------------------------
+    @abstractmethod
+    def admit(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        capacity: int,
+        lease_ms: int = 30_000,
+        quantum: int | None = None,
+    ) -> list[Claim]: ...
+
+    @abstractmethod
+    def explain_admission(self, job_id: str) -> Explanation | None: ...
+
+    @abstractmethod
+    def ack(
+        self,
+        claim: Claim,
+        outcome: Outcome,
+        error: str | None = None,
+        delay_ms: int | None = None,
+        result: bytes | None = None,
+        *,
+        result_schema_version: int = 1,
+        logs: Sequence[str] = (),
+    ) -> None:
+        """Apply the transition table to a finished attempt; LeaseLost if superseded."""
+
+    @abstractmethod
+    def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[str]:
+        """Extend leases; returns ids of jobs whose lease was lost."""
+
+    @abstractmethod
+    def release(self, claims: Sequence[Claim]) -> int:
+        """Give unfinished claims back to available without charging an attempt."""
+
+    @abstractmethod
+    def report_progress(
+        self, claim: Claim, current: int, total: int, message: str | None = None
+    ) -> None: ...
+
+    @abstractmethod
+    def write_output(self, claim: Claim, data: bytes, schema_version: int = 1) -> None: ...
+
+    # -- duties ----------------------------------------------------------------------
+    @abstractmethod
+    def reclaim_expired(self, limit: int = 1000) -> int: ...
+
+    @abstractmethod
+    def promote_due(self, limit: int = 1000) -> int: ...
+
+    @abstractmethod
+    def evict_retained(self, limit: int = 1000) -> int: ...
+
+    @abstractmethod
+    def claim_duty(self, name: str, holder: str, ttl_ms: int) -> bool: ...
+
+    @abstractmethod
+    def release_duty(self, name: str, holder: str) -> None: ...
+
+    @abstractmethod
+    def duty_holders(self) -> list[dict[str, Any]]: ...
+
+    # -- workers ---------------------------------------------------------------------
+    @abstractmethod
+    def heartbeat(self, worker: dict[str, Any], running_ids: Sequence[str] = ()) -> dict[str, Any]:
+        """Upsert the registry row; reply `{signal, cancelled}`: a pending operator signal
+        (delivered once) and which of `running_ids` an operator cancelled."""
+
+    @abstractmethod
+    def signal_worker(self, worker_id: str, command: str | None) -> None: ...
+
+    @abstractmethod
+    def list_workers(self, within_ms: int) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def remove_worker(self, worker_id: str) -> None: ...
+
+    # -- operator control ------------------------------------------------------------
+    @abstractmethod
+    def operator_retry(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    def operator_cancel(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    def delete_job(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    def promote_job(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    def reschedule_job(self, job_id: str, scheduled_at_ms: int) -> None: ...
+
+    @abstractmethod
+    def edit_payload(
+        self, job_id: str, payload: bytes, schema_version: int, fingerprint: str
+    ) -> None: ...
+
+    @abstractmethod
+    def quarantine_list(self) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def quarantine_release(self, fingerprint: str) -> int: ...
+
+    @abstractmethod
+    def set_queue_paused(self, queue: str, paused: bool) -> None: ...
+
+    @abstractmethod
+    def set_queue_weight(self, queue: str, weight: int) -> None: ...
+
+    @abstractmethod
+    def set_enqueue_limit(self, queue: str, limit: int | None) -> None: ...
+
+    @abstractmethod
+    def upsert_rate_class(
+        self, name: str, limit: int, window_ms: int, burst: int | None = None, paused: bool = False
+    ) -> None: ...
+
+    @abstractmethod
+    def rate_classes(self) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def upsert_concurrency_limit(
+        self, name: str, queue: str, max_concurrent: int, on_saturated: str = "queue"
+    ) -> None: ...
+
+    @abstractmethod
+    def concurrency_limits(self) -> list[dict[str, Any]]: ...
+
+    # -- inspection ------------------------------------------------------------------
+    @abstractmethod
+    def get_job(self, job_id: str, include_payload: bool = False) -> Job | None: ...
+
+    @abstractmethod
+    def get_result(self, job_id: str) -> Blob | None: ...
+
+    @abstractmethod
+    def get_output(self, job_id: str) -> Blob | None: ...
+
+    @abstractmethod
+    def get_progress(self, job_id: str) -> Progress | None: ...
+
+    @abstractmethod
+    def list_jobs(
+        self, filter: JobFilter, cursor: str | None = None, limit: int = 50,
+        include_payload: bool = False,
+    ) -> JobPage: ...
+
+    @abstractmethod
+    def counts(self, queue: str | None = None) -> dict[str, int]: ...
+
+    @abstractmethod
+    def queue_stats(self) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def partitions(self, queue: str) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def history(self, queue: str, since_ms: int, bucket_ms: int) -> list[dict[str, Any]]: ...
