@@ -33,17 +33,17 @@ WHERE queue = ? AND waiting > 0 ORDER BY partition_key
 SELECT_CANDIDATES = """
 SELECT rowid, id, priority, fingerprint, rate_class, weight, sticky_worker FROM jobs
 WHERE queue = ? AND partition_key = ? AND state = 'available'
-ORDER BY priority DESC, rowid LIMIT ?
+ORDER BY priority DESC, rowid LIMIT ?{skip_locked}
 """
 SELECT_CANDIDATES_AFTER = """
 SELECT rowid, id, priority, fingerprint, rate_class, weight, sticky_worker FROM jobs
 WHERE queue = ? AND partition_key = ? AND state = 'available'
   AND (priority < ? OR (priority = ? AND rowid > ?))
-ORDER BY priority DESC, rowid LIMIT ?
+ORDER BY priority DESC, rowid LIMIT ?{skip_locked}
 """
 SELECT_RATE_CLASS = """
 SELECT limit_per_window, window_ms, burst, paused, tokens, refilled_at_ms
-FROM rate_classes WHERE name = ?
+FROM rate_classes WHERE name = ?{for_update}
 """
 UPDATE_RATE_TOKENS = "UPDATE rate_classes SET tokens = ?, refilled_at_ms = ? WHERE name = ?"
 SELECT_LIMITS = """
@@ -52,17 +52,17 @@ WHERE queue = ? ORDER BY max_concurrent, name
 """
 ANY_QUARANTINE = "SELECT EXISTS (SELECT 1 FROM quarantine)"
 SELECT_QUARANTINE = "SELECT crash_count FROM quarantine WHERE fingerprint = ?"
-CLAIM_JOB = """
+CLAIM_JOBS = """
 UPDATE jobs SET state = 'running', fence = fence + 1, lease_id = ?, lease_expires_at_ms = ?,
     worker_id = ?, attempted_at_ms = ?, cancel_requested = 0
-WHERE id = ? AND state = 'available'
+WHERE id IN ({marks}) AND state = 'available'
 """
 SELECT_CLAIMED = "SELECT " + JOB_COLUMNS_WITH_PAYLOAD + " FROM jobs WHERE id IN ({marks})"
 UPDATE_DEFICIT = "UPDATE partitions SET deficit = ? WHERE queue = ? AND partition_key = ?"
 UPDATE_RR_CURSOR = "UPDATE queues SET rr_cursor = ? WHERE name = ?"
 SELECT_OLDEST_RUNNING = """
 SELECT id, errors FROM jobs WHERE queue = ? AND partition_key = ? AND state = 'running'
-ORDER BY attempted_at_ms, rowid LIMIT 1
+ORDER BY attempted_at_ms, rowid LIMIT 1{for_update}
 """
 CANCEL_JOB = """
 UPDATE jobs SET state = 'cancelled', lease_id = NULL, lease_expires_at_ms = NULL,
@@ -118,7 +118,8 @@ class Gate:
 
     def rate(self, name: str) -> RateBucket | None:
         if name not in self.rates:
-            row = self.conn.execute(SELECT_RATE_CLASS, (name,)).fetchone()
+            sql = SELECT_RATE_CLASS.format(for_update=self.conn.dialect.for_update)
+            row = self.conn.execute(sql, (name,)).fetchone()
             self.rates[name] = RateBucket.load(row, self.now) if row else None
         return self.rates[name]
 
@@ -159,8 +160,9 @@ def admit(
     conn: sqlite3.Connection, now: int, worker_id: str, queues: Sequence[str],
     capacity: int, lease_ms: int, quantum: int | None,
 ) -> list[Claim]:
-    promoted, _ = promote_due(conn, now, 1000)
+    promote_due(conn, now, 1000)
     names = list(dict.fromkeys(queues))
+    conn.dialect.lock_queues(conn, names)
     rows = conn.execute(SELECT_QUEUES.format(marks=",".join("?" * len(names))), names).fetchall()
     order = {name: i for i, name in enumerate(names)}
     active = sorted((r for r in rows if not r[2]), key=lambda r: order[r[0]])
@@ -191,16 +193,17 @@ def admit(
     bump_history(conn, now, gate.rejections)
     if not gate.claimed:
         return []
-    conn.executemany(
-        CLAIM_JOB, [(lease_id, expires, worker_id, now, job_id) for job_id in gate.claimed]
-    )
     jobs = {}
     for i in range(0, len(gate.claimed), 500):
         chunk = gate.claimed[i : i + 500]
-        for r in conn.execute(SELECT_CLAIMED.format(marks=",".join("?" * len(chunk))), chunk):
+        marks = ",".join("?" * len(chunk))
+        conn.execute(CLAIM_JOBS.format(marks=marks), (lease_id, expires, worker_id, now, *chunk))
+        for r in conn.execute(SELECT_CLAIMED.format(marks=marks), chunk):
             job = row_to_job(r)
-            jobs[job.id] = job
-    return [Claim(jobs[i], lease_id, jobs[i].fence, expires) for i in gate.claimed]
+            # A row an operator changed meanwhile was not claimed: trust the lease id.
+            if job.lease_id == lease_id:
+                jobs[job.id] = job
+    return [Claim(jobs[i], lease_id, jobs[i].fence, expires) for i in gate.claimed if i in jobs]
 
 
 def _weighted_shares(capacity: int, weights: list[int]) -> list[int]:
@@ -260,11 +263,15 @@ def _take(gate: Gate, queue: str, partition: str, take: int, running: dict[str, 
     limits = gate.queue_limits(queue)
     while got < take and scanned < MAX_SCAN_PER_PARTITION:
         batch = take - got + SCAN_BATCH_EXTRA
+        lock = conn.dialect.skip_locked
         if after is None:
-            rows = conn.execute(SELECT_CANDIDATES, (queue, partition, batch)).fetchall()
+            rows = conn.execute(
+                SELECT_CANDIDATES.format(skip_locked=lock), (queue, partition, batch)
+            ).fetchall()
         else:
             rows = conn.execute(
-                SELECT_CANDIDATES_AFTER, (queue, partition, after[0], after[0], after[1], batch)
+                SELECT_CANDIDATES_AFTER.format(skip_locked=lock),
+                (queue, partition, after[0], after[0], after[1], batch),
             ).fetchall()
         for rowid, job_id, priority, fp, rate_name, weight, sticky in rows:
             scanned += 1
@@ -323,7 +330,10 @@ def _ceiling(
             conn.execute(CANCEL_JOB, (now, now, append_error(errors, entry), job_id))
             return "gone"
         if strategy == "cancel_running":
-            oldest = conn.execute(SELECT_OLDEST_RUNNING, (queue, partition)).fetchone()
+            oldest = conn.execute(
+                SELECT_OLDEST_RUNNING.format(for_update=conn.dialect.for_update),
+                (queue, partition),
+            ).fetchone()
             if oldest is None:
                 return "reject"
             reason = f"cancelled to make room: concurrency limit {name} ({max_concurrent})"
@@ -359,7 +369,7 @@ def explain(conn: sqlite3.Connection, now: int, job_id: str) -> Explanation | No
         return Explanation(False, "quarantine",
                            {**detail, "fingerprint": fp, "crash_count": crash[0]}, None)
     if rate_name:
-        rate_row = conn.execute(SELECT_RATE_CLASS, (rate_name,)).fetchone()
+        rate_row = conn.execute(SELECT_RATE_CLASS.format(for_update=""), (rate_name,)).fetchone()
         if rate_row is not None:
             bucket = RateBucket.load(rate_row, now)
             numbers = {
@@ -386,7 +396,8 @@ def explain(conn: sqlite3.Connection, now: int, job_id: str) -> Explanation | No
             }, None)
     ahead = conn.execute(
         "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE queue = ? AND partition_key = ? "
-        "AND state = 'available' AND (priority > ? OR (priority = ? AND rowid < ?)) LIMIT 10001)",
+        "AND state = 'available' AND (priority > ? OR (priority = ? AND rowid < ?)) LIMIT 10001) "
+        "AS ahead",
         (queue, partition, priority, priority, rowid),
     ).fetchone()[0]
     if sticky:

@@ -13,10 +13,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from headgate.adapters.dialect import SQLITE
 from headgate.core import StoreUnavailable
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "db" / "sqlite"
 BUSY_TIMEOUT_MS = 5_000
+
+
+class SqliteConnection(sqlite3.Connection):
+    """sqlite3's connection, tagged with the dialect the shared SQL modules consult."""
+
+    dialect = SQLITE
 
 
 def now_ms() -> int:
@@ -44,7 +51,7 @@ class Database:
             try:
                 conn = sqlite3.connect(
                     self.path, isolation_level=None, check_same_thread=False,
-                    timeout=self.busy_timeout_ms / 1000,
+                    timeout=self.busy_timeout_ms / 1000, factory=SqliteConnection,
                 )
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
                 conn.execute("PRAGMA journal_mode = WAL")

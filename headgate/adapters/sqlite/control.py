@@ -16,11 +16,14 @@ from .admission import RateBucket
 SIGNALS = ("quiet", "resume", "restart", "terminate", "resign")
 SATURATION_STRATEGIES = ("queue", "discard", "cancel_incoming", "cancel_running")
 
-SELECT_JOB_STATE = "SELECT state, queue, attempt, max_attempts, retention_ms FROM jobs WHERE id = ?"
+SELECT_JOB_STATE = (
+    "SELECT state, queue, attempt, max_attempts, retention_ms FROM jobs WHERE id = ?{for_update}"
+)
 
 
 def _job_state(conn: sqlite3.Connection, job_id: str) -> tuple:
-    row = conn.execute(SELECT_JOB_STATE, (job_id,)).fetchone()
+    sql = SELECT_JOB_STATE.format(for_update=conn.dialect.for_update)
+    row = conn.execute(sql, (job_id,)).fetchone()
     if row is None:
         raise NotFound("job", job_id)
     return row
@@ -60,8 +63,9 @@ def promote_job(conn: sqlite3.Connection, now: int, job_id: str) -> str:
     state, queue, *_ = _job_state(conn, job_id)
     rule = transition(state, "operator_promote")
     conn.execute(
-        "UPDATE jobs SET state = ?, scheduled_at_ms = min(scheduled_at_ms, ?) WHERE id = ?",
-        (rule.target.value, now, job_id),
+        "UPDATE jobs SET state = ?, scheduled_at_ms = CASE WHEN scheduled_at_ms < ? "
+        "THEN scheduled_at_ms ELSE ? END WHERE id = ?",
+        (rule.target.value, now, now, job_id),
     )
     return queue
 
@@ -110,7 +114,10 @@ def quarantine_release(conn: sqlite3.Connection, now: int, fp: str) -> tuple[int
 
 def ensure_queue(conn: sqlite3.Connection, now: int, queue: str) -> None:
     check_text("queue", queue)
-    conn.execute("INSERT OR IGNORE INTO queues (name, created_at_ms) VALUES (?, ?)", (queue, now))
+    conn.execute(
+        "INSERT INTO queues (name, created_at_ms) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+        (queue, now),
+    )
 
 
 def set_queue(conn: sqlite3.Connection, now: int, queue: str, column: str, value: Any) -> None:
@@ -166,8 +173,7 @@ def upsert_concurrency_limit(
 UPSERT_WORKER = """
 INSERT INTO workers (worker_id, host, pid, queues, concurrency, inflight, polls, empty_polls,
     started_at_ms, heartbeat_at_ms, status)
-VALUES (:worker_id, :host, :pid, :queues, :concurrency, :inflight, :polls, :empty_polls,
-    :started_at_ms, :now, :status)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (worker_id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
     queues = excluded.queues, concurrency = excluded.concurrency, inflight = excluded.inflight,
     polls = excluded.polls, empty_polls = excluded.empty_polls,
@@ -191,7 +197,7 @@ def heartbeat(
         "status": str(worker.get("status", "running")),
         "now": now,
     }
-    conn.execute(UPSERT_WORKER, row)
+    conn.execute(UPSERT_WORKER, tuple(row.values()))
     signal = conn.execute(
         "SELECT pending_signal FROM workers WHERE worker_id = ?", (row["worker_id"],)
     ).fetchone()

@@ -38,7 +38,9 @@ INSERT INTO jobs (id, kind, schema_version, payload, fingerprint, queue, priorit
     was_pending)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
-ENSURE_QUEUE = "INSERT OR IGNORE INTO queues (name, created_at_ms) VALUES (?, ?)"
+ENSURE_QUEUE = (
+    "INSERT INTO queues (name, created_at_ms) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
+)
 SELECT_IDENTITY = """
 SELECT id, kind, schema_version, payload, queue, priority, partition_key, rate_class, weight,
        max_attempts, tags, sticky_worker, headers

@@ -85,16 +85,16 @@ def list_jobs(
         if value is not None:
             where.append(f"{column} = ?")
             params.append(value)
+    dialect = conn.dialect
     if f.kind_prefix:
-        # A range, not LIKE: the prefix is data, never a pattern.
-        where.append("kind >= ? AND kind < ?")
-        params += [f.kind_prefix, f.kind_prefix + "\U0010ffff"]
+        # The prefix is data, never a pattern: no LIKE.
+        where.append(dialect.prefix_test("kind"))
+        params += [f.kind_prefix] * where[-1].count("?")
     for tag in f.tags_all:
-        where.append("EXISTS (SELECT 1 FROM json_each(jobs.tags) WHERE value = ?)")
+        where.append(dialect.tag_test("?"))
         params.append(tag)
     if f.tags_any:
-        marks = ",".join("?" * len(f.tags_any))
-        where.append(f"EXISTS (SELECT 1 FROM json_each(jobs.tags) WHERE value IN ({marks}))")
+        where.append(dialect.tag_test(",".join("?" * len(f.tags_any))))
         params += list(f.tags_any)
     if f.older_than_ms is not None:
         where.append("enqueued_at_ms < ?")
@@ -198,7 +198,7 @@ def rate_classes(conn: sqlite3.Connection, now: int) -> list[dict[str, Any]]:
         bucket = RateBucket.load(row[1:], now)
         waiting = conn.execute(
             "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE rate_class = ? "
-            "AND state = 'available' LIMIT 100000)", (row[0],),
+            "AND state = 'available' LIMIT 100000) AS waiting", (row[0],),
         ).fetchone()[0]
         out.append({
             "name": row[0],

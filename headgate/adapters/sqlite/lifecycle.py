@@ -19,7 +19,7 @@ from .rows import append_error, bump_history, error_entry
 SELECT_FOR_ACK = """
 SELECT state, lease_id, fence, attempt, max_attempts, crash_attempt, retention_ms, queue,
        rate_class, errors, worker_id
-FROM jobs WHERE id = ?
+FROM jobs WHERE id = ?{for_update}
 """
 DELETE_JOB = "DELETE FROM jobs WHERE id = ?"
 RENEW = """
@@ -39,12 +39,13 @@ WHERE id = ? AND lease_id = ? AND fence = ? AND state = 'running'
 SELECT_EXPIRED = """
 SELECT id, crash_attempt, fingerprint, kind, worker_id, errors, queue, retention_ms, fence
 FROM jobs WHERE state = 'running' AND lease_expires_at_ms < ?
-ORDER BY lease_expires_at_ms LIMIT ?
+ORDER BY lease_expires_at_ms LIMIT ?{skip_locked}
 """
 PROMOTE_DUE = """
 UPDATE jobs SET state = 'available'
 WHERE id IN (SELECT id FROM jobs WHERE state IN ('scheduled', 'retryable')
              AND scheduled_at_ms <= ? ORDER BY scheduled_at_ms LIMIT ?)
+  AND state IN ('scheduled', 'retryable') AND scheduled_at_ms <= ?
 RETURNING queue
 """
 EVICT = """
@@ -62,6 +63,11 @@ DRAIN_RATE_CLASS = "UPDATE rate_classes SET tokens = ?, refilled_at_ms = ? WHERE
 
 MAX_PROGRESS_MESSAGE = 512
 FAILED_OUTCOMES = {Outcome.RETRY, Outcome.SKIP, Outcome.UNDECODABLE}
+
+
+def _locked_job(conn: sqlite3.Connection, job_id: str) -> tuple | None:
+    sql = SELECT_FOR_ACK.format(for_update=conn.dialect.for_update)  # type: ignore[attr-defined]
+    return conn.execute(sql, (job_id,)).fetchone()
 
 
 def _lost_unless(row: tuple | None, claim: Claim) -> tuple:
@@ -84,7 +90,7 @@ def ack(
     if result is not None and len(result) > MAX_PAYLOAD:
         raise InvalidInput(f"result must be at most {MAX_PAYLOAD} bytes")
     job_id = claim.job.id
-    row = _lost_unless(conn.execute(SELECT_FOR_ACK, (job_id,)).fetchone(), claim)
+    row = _lost_unless(_locked_job(conn, job_id), claim)
     _, _, _, attempt, max_attempts, crash, retention, queue, rate_name, errors, worker = row
     rule = transition(State.RUNNING, outcome.value, GuardContext(
         attempt=attempt, max_attempts=max_attempts, crash_attempt=crash,
@@ -155,7 +161,7 @@ def release(conn: sqlite3.Connection, now: int, claims: Sequence[Claim]) -> set[
     queues = set()
     rule = transition(State.RUNNING, Outcome.RATE_LIMITED.value)
     for claim in claims:
-        row = conn.execute(SELECT_FOR_ACK, (claim.job.id,)).fetchone()
+        row = _locked_job(conn, claim.job.id)
         try:
             _lost_unless(row, claim)
         except LeaseLost:
@@ -200,7 +206,8 @@ def reclaim_expired(
 ) -> set[str]:
     """lease_lost for every expired lease: crash accounting, quarantine at the limit."""
     queues = set()
-    rows = conn.execute(SELECT_EXPIRED, (now, limit)).fetchall()
+    sql = SELECT_EXPIRED.format(skip_locked=conn.dialect.skip_locked)
+    rows = conn.execute(sql, (now, limit)).fetchall()
     for job_id, crash, fp, kind, worker, errors, queue, _retention, fence in rows:
         rule = transition(State.RUNNING, "lease_lost", GuardContext(
             crash_attempt=crash, crash_limit=crash_limit, now_ms=now,
@@ -227,7 +234,7 @@ def reclaim_expired(
 
 
 def promote_due(conn: sqlite3.Connection, now: int, limit: int) -> tuple[int, set[str]]:
-    rows = conn.execute(PROMOTE_DUE, (now, limit)).fetchall()
+    rows = conn.execute(PROMOTE_DUE, (now, limit, now)).fetchall()
     return len(rows), {row[0] for row in rows}
 
 
