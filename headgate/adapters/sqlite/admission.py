@@ -178,7 +178,7 @@ def admit(
     for row, share in zip(active, _weighted_shares(capacity, [r[1] for r in active]), strict=True):
         got = _admit_queue(gate, row[0], row[3], min(share, remaining), quantum)
         remaining -= got
-        if got == share and share > 0:
+        if got == share:  # a share of 0 still takes what others leave
             hungry.append(row)
     # Work-conserving: what a queue left unused goes to queues that still had work.
     for row in hungry:
