@@ -39,6 +39,12 @@ class Dialect:
             for queue in sorted(queues):
                 conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 7))", (queue,))
 
+    def lock_key(self, conn: Any, key: bytes) -> None:
+        """Serialize producers racing for one unique key (a missing row cannot be locked)."""
+        if self.name == "postgres":
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(encode(?, 'hex'), 11))",
+                         (key,))
+
 
 SQLITE = Dialect("sqlite", for_update="", skip_locked="")
 POSTGRES = Dialect("postgres", for_update=" FOR UPDATE", skip_locked=" FOR UPDATE SKIP LOCKED")

@@ -31,13 +31,15 @@ from .rows import bump_history
 DEFAULT_RETENTION_MS = 24 * 3_600_000
 CHUNK = 500
 
-INSERT_JOB = """
+INSERT_JOBS = """
 INSERT INTO jobs (id, kind, schema_version, payload, fingerprint, queue, priority,
     partition_key, rate_class, weight, state, scheduled_at_ms, max_attempts, retention_ms,
     tags, sticky_worker, headers, enqueued_at_ms, periodic_schedule_id, periodic_tick_ms,
     was_pending)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES {rows}
 """
+ROW_MARKS = "(" + ", ".join("?" * 21) + ")"
+INSERT_CHUNK = 400  # rows per statement: one trigger run each, under SQLite's variable cap
 ENSURE_QUEUE = (
     "INSERT INTO queues (name, created_at_ms) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
 )
@@ -138,7 +140,9 @@ def enqueue(conn: sqlite3.Connection, now: int, envs: Sequence[Envelope]) -> Enq
     _check_backpressure(conn, fresh)
     for queue in result.queues:
         conn.execute(ENSURE_QUEUE, (queue, now))
-    conn.executemany(INSERT_JOB, [_insert_row(env, now) for env in fresh])
+    for chunk in _chunks(fresh, INSERT_CHUNK):
+        sql = INSERT_JOBS.format(rows=", ".join([ROW_MARKS] * len(chunk)))
+        conn.execute(sql, [value for env in chunk for value in _insert_row(env, now)])
     arrived = Counter(e.queue for e in fresh)
     bump_history(conn, now, {q: {"arrived": n} for q, n in arrived.items()})
     result.inserted = len(fresh)
@@ -181,7 +185,7 @@ def _check_backpressure(conn: sqlite3.Connection, fresh: list[Envelope]) -> None
         SELECT_LIMITS.format(marks=",".join("?" * len(names))), names
     ).fetchall()
     for queue, limit in limits:
-        current = conn.execute(SELECT_UNFINISHED, (queue,)).fetchone()[0]
+        current = int(conn.execute(SELECT_UNFINISHED, (queue,)).fetchone()[0])
         if current + incoming[queue] > limit:
             raise Backpressure(queue, limit, current, incoming[queue])
 
@@ -189,6 +193,7 @@ def _check_backpressure(conn: sqlite3.Connection, fresh: list[Envelope]) -> None
 def _claim_unique(
     conn: sqlite3.Connection, now: int, env: Envelope, key: bytes
 ) -> Duplicate | None:
+    conn.dialect.lock_key(conn, key)  # type: ignore[attr-defined]
     row = conn.execute(SELECT_UNIQUE, (key,)).fetchone()
     if row is not None:
         holder_id, expires = row

@@ -69,12 +69,13 @@ INSERT INTO queue_history (queue, bucket_ms, arrived, completed, failed,
     rejected_rate_class, rejected_concurrency_limit, rejected_quarantine)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (queue, bucket_ms) DO UPDATE SET
-    arrived = arrived + excluded.arrived,
-    completed = completed + excluded.completed,
-    failed = failed + excluded.failed,
-    rejected_rate_class = rejected_rate_class + excluded.rejected_rate_class,
-    rejected_concurrency_limit = rejected_concurrency_limit + excluded.rejected_concurrency_limit,
-    rejected_quarantine = rejected_quarantine + excluded.rejected_quarantine
+    arrived = queue_history.arrived + excluded.arrived,
+    completed = queue_history.completed + excluded.completed,
+    failed = queue_history.failed + excluded.failed,
+    rejected_rate_class = queue_history.rejected_rate_class + excluded.rejected_rate_class,
+    rejected_concurrency_limit =
+        queue_history.rejected_concurrency_limit + excluded.rejected_concurrency_limit,
+    rejected_quarantine = queue_history.rejected_quarantine + excluded.rejected_quarantine
 """
 
 HISTORY_KEYS = (

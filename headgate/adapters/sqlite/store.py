@@ -72,7 +72,7 @@ class SqliteStore(Store):
 
     def explain_admission(self, job_id: str) -> Explanation | None:
         with self.db.read() as conn:
-            return admission.explain(conn, now_ms(), job_id)
+            return admission.explain(conn, self.now_ms(), job_id)
 
     def ack(self, claim: Claim, outcome: Outcome, error: str | None = None,
             delay_ms: int | None = None, result: bytes | None = None, *,
@@ -152,7 +152,7 @@ class SqliteStore(Store):
 
     def list_workers(self, within_ms: int) -> list[dict[str, Any]]:
         with self.db.read() as conn:
-            return inspect.list_workers(conn, now_ms(), within_ms)
+            return inspect.list_workers(conn, self.now_ms(), within_ms)
 
     def remove_worker(self, worker_id: str) -> None:
         with self.db.write() as (conn, _):
@@ -226,7 +226,7 @@ class SqliteStore(Store):
 
     def rate_classes(self) -> list[dict[str, Any]]:
         with self.db.read() as conn:
-            return inspect.rate_classes(conn, now_ms())
+            return inspect.rate_classes(conn, self.now_ms())
 
     def upsert_concurrency_limit(self, name: str, queue: str, max_concurrent: int,
                                  on_saturated: str = "queue") -> None:
@@ -259,7 +259,7 @@ class SqliteStore(Store):
     def list_jobs(self, filter: JobFilter, cursor: str | None = None, limit: int = 50,
                   include_payload: bool = False) -> JobPage:
         with self.db.read() as conn:
-            return inspect.list_jobs(conn, now_ms(), filter, cursor, limit, include_payload)
+            return inspect.list_jobs(conn, self.now_ms(), filter, cursor, limit, include_payload)
 
     def counts(self, queue: str | None = None) -> dict[str, int]:
         with self.db.read() as conn:
@@ -267,7 +267,7 @@ class SqliteStore(Store):
 
     def queue_stats(self) -> list[dict[str, Any]]:
         with self.db.read() as conn:
-            return inspect.queue_stats(conn, now_ms())
+            return inspect.queue_stats(conn, self.now_ms())
 
     def partitions(self, queue: str) -> list[dict[str, Any]]:
         check_text("queue", queue)

@@ -1,0 +1,140 @@
+"""PostgreSQL connections: a bounded psycopg pool, the database clock, migrations.
+
+`PgConnection` gives the shared SQL modules the same call shape as sqlite3 (`execute`
+returning a cursor, `executemany`, `?` placeholders), so admission and the lifecycle are
+one implementation evaluated on two engines.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import psycopg_pool
+
+from headgate.adapters.dialect import POSTGRES
+from headgate.core import StoreUnavailable
+
+log = logging.getLogger("headgate.postgres")
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "db" / "postgres"
+CLOCK = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
+MIGRATION_LOCK = 0x6865616467617465  # "headgate"
+
+
+@lru_cache(maxsize=2048)
+def translate(sql: str) -> str:
+    """sqlite3's `?` placeholders to psycopg's `%s` (and literal % escaped)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class PgConnection:
+    dialect = POSTGRES
+
+    def __init__(self, raw: psycopg.Connection) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor:
+        cur = self.raw.cursor()
+        cur.execute(translate(sql), tuple(params))
+        return cur
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> psycopg.Cursor:
+        cur = self.raw.cursor()
+        cur.executemany(translate(sql), rows)
+        return cur
+
+
+RETRYABLE = (
+    psycopg.OperationalError,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.LockNotAvailable,
+    psycopg.errors.QueryCanceled,
+    psycopg.errors.IntegrityError,
+    psycopg_pool.PoolTimeout,
+)
+
+
+def unavailable(exc: BaseException) -> StoreUnavailable:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return StoreUnavailable(f"store unavailable: {first}")
+
+
+class PgDatabase:
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 8,
+        statement_timeout_ms: int = 30_000, pool_timeout_s: float = 10.0,
+    ) -> None:
+        self.url = url
+        options = f"-c statement_timeout={int(statement_timeout_ms)} -c lock_timeout=10000"
+        self.pool = psycopg_pool.ConnectionPool(
+            url, min_size=min_size, max_size=max_size, open=False, timeout=pool_timeout_s,
+            kwargs={"autocommit": False, "options": options, "connect_timeout": 5},
+            check=psycopg_pool.ConnectionPool.check_connection, reconnect_timeout=0,
+            name="headgate",
+        )
+        try:
+            self.pool.open(wait=False)
+        except psycopg.Error as exc:  # pragma: no cover - open(wait=False) rarely raises
+            raise unavailable(exc) from exc
+
+    @contextmanager
+    def _raw(self) -> Iterator[psycopg.Connection]:
+        try:
+            with self.pool.connection() as raw:
+                yield raw
+        except RETRYABLE as exc:
+            raise unavailable(exc) from exc
+
+    @contextmanager
+    def write(self) -> Iterator[tuple[PgConnection, int]]:
+        """One transaction on a pooled connection, with the database's clock."""
+        with self._raw() as raw:
+            conn = PgConnection(raw)
+            now = conn.execute(CLOCK).fetchone()[0]
+            yield conn, int(now)
+
+    @contextmanager
+    def read(self) -> Iterator[PgConnection]:
+        with self._raw() as raw:
+            yield PgConnection(raw)
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        with self.read() as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def now_ms(self) -> int:
+        return int(self.query(CLOCK)[0][0])
+
+    def migrate(self) -> int:
+        """Apply db/postgres files newer than the recorded version, one transaction each,
+        under an advisory lock so processes starting together do not race."""
+        with self._raw() as raw:
+            raw.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            raw.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+                "name TEXT NOT NULL, applied_at_ms BIGINT NOT NULL)"
+            )
+            done = {r[0] for r in raw.execute("SELECT version FROM schema_migrations")}
+            for path in sorted(MIGRATIONS_DIR.glob("[0-9]*.sql")):
+                version = int(path.name.split("_", 1)[0])
+                if version in done:
+                    continue
+                raw.execute(path.read_text().encode())
+                raw.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at_ms) "
+                    f"VALUES (%s, %s, ({CLOCK}))", (version, path.name),
+                )
+        return self.version()
+
+    def version(self) -> int:
+        return int(self.query("SELECT coalesce(max(version), 0) FROM schema_migrations")[0][0])
+
+    def close(self) -> None:
+        self.pool.close()

@@ -1,0 +1,68 @@
+"""LISTEN/NOTIFY: activity from every process sharing the database reaches this one.
+
+A notification only shortens a wait; workers keep polling, so a lost one costs latency,
+never a job. Each process tags its own notifications so it does not hear itself twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+
+import psycopg
+
+from headgate.store.activity import ActivityHub
+
+log = logging.getLogger("headgate.postgres")
+
+CHANNEL = "headgate"
+ORIGIN = uuid.uuid4().hex[:12]
+
+
+def encode(queues: set[str] | frozenset[str]) -> str:
+    # NOTIFY payloads are limited to 8000 bytes: fall back to "something changed".
+    body = "\x1f".join(sorted(queues))
+    return f"{ORIGIN}|{body if len(body) < 7000 else ''}"
+
+
+def decode(payload: str) -> tuple[str, frozenset[str]]:
+    origin, _, body = payload.partition("|")
+    return origin, frozenset(q for q in body.split("\x1f") if q)
+
+
+class Listener:
+    def __init__(self, url: str, hub: ActivityHub) -> None:
+        self.url = url
+        self.hub = hub
+        self._stop = threading.Event()
+        self.connected = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="headgate-listen", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self.connected.set()
+                    backoff = 0.1
+                    # Anything may have happened while we were not listening.
+                    self.hub.publish(())
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=0.5, stop_after=256):
+                            origin, queues = decode(note.payload)
+                            if origin != ORIGIN:
+                                self.hub.publish(queues)
+            except psycopg.Error as exc:
+                self.connected.clear()
+                if self._stop.is_set():
+                    return
+                log.warning("listen connection lost (%s); retrying in %.1fs", exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
