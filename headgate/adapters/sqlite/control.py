@@ -195,9 +195,12 @@ def heartbeat(
         "empty_polls": int(worker.get("empty_polls", 0)),
         "started_at_ms": int(worker.get("started_at_ms", now)),
         "status": str(worker.get("status", "running")),
-        "now": now,
     }
-    conn.execute(UPSERT_WORKER, tuple(row.values()))
+    conn.execute(UPSERT_WORKER, (
+        row["worker_id"], row["host"], row["pid"], row["queues"], row["concurrency"],
+        row["inflight"], row["polls"], row["empty_polls"], row["started_at_ms"], now,
+        row["status"],
+    ))
     signal = conn.execute(
         "SELECT pending_signal FROM workers WHERE worker_id = ?", (row["worker_id"],)
     ).fetchone()
