@@ -9,7 +9,7 @@ control API, so the web layer serializes them without a second model.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from headgate.core import Claim, Envelope, Explanation, Job, JobFilter, JobPage, Outcome
@@ -111,6 +111,59 @@ class Store(ABC):
 
     @abstractmethod
     def duty_holders(self) -> list[dict[str, Any]]: ...
+
+    # -- periodic schedules and maintenance duties (SPEC §6, §9) ---------------------
+    # Schedule dicts use the control API's wire names (id, kind, queue, spec, next_run_ms,
+    # last_enqueued_ms, on_missed, backfill_limit, paused, partition_key, rate_class,
+    # priority, max_attempts, retention_ms) plus payload as bytes.
+    @abstractmethod
+    def upsert_schedule(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate and store; an unchanged spec keeps next_run_ms, a changed one (or a
+        resumed schedule) re-anchors to the first tick after the store's now."""
+
+    @abstractmethod
+    def list_schedules(self) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def get_schedule(self, schedule_id: str) -> dict[str, Any] | None: ...
+
+    @abstractmethod
+    def delete_schedule(self, schedule_id: str) -> None:
+        """NotFound if missing; the schedule's enqueue events are kept."""
+
+    @abstractmethod
+    def list_schedule_events(
+        self, schedule_id: str, cursor: int | None = None, limit: int = 30
+    ) -> list[dict[str, Any]]:
+        """Newest first; `cursor` is the last event_id of the previous page."""
+
+    @abstractmethod
+    def fire_due_schedules(
+        self, now_ms: int | None = None, limit: int = 100, *, client: Any = None,
+        misfire_grace_ms: int = 60_000,
+    ) -> int:
+        """The scheduler duty's tick; returns jobs enqueued. `client` (a headgate.Client)
+        supplies the enqueue authorizer, middleware and hooks."""
+
+    @abstractmethod
+    def run_schedule_now(
+        self, schedule_id: str, idempotency_key: str, *, client: Any = None,
+        context: Any = None,
+    ) -> tuple[str, bool]:
+        """One extra job now, next_run_ms untouched; returns (job_id, replayed)."""
+
+    @abstractmethod
+    def forget_workers(self, older_than_ms: int) -> int:
+        """Delete worker rows whose heartbeat is older than the bound."""
+
+    @abstractmethod
+    def record_queue_depths(self) -> int:
+        """Write per-queue unfinished counts into the current history minute bucket."""
+
+    @abstractmethod
+    def prune(self, older_than_ms: int, dry_run: bool) -> dict[str, Any]:
+        """Count (and unless dry_run delete) terminal, non-quarantined jobs finalized
+        before now - older_than_ms."""
 
     # -- workers ---------------------------------------------------------------------
     @abstractmethod

@@ -17,13 +17,17 @@ from headgate.store.activity import ActivityHub
 log = logging.getLogger("headgate.postgres")
 
 CHANNEL = "headgate"
-ORIGIN = uuid.uuid4().hex[:12]
 
 
-def encode(queues: set[str] | frozenset[str]) -> str:
+def new_origin() -> str:
+    """Per store instance: its own hub already heard what it publishes."""
+    return uuid.uuid4().hex[:12]
+
+
+def encode(queues: set[str] | frozenset[str], origin: str) -> str:
     # NOTIFY payloads are limited to 8000 bytes: fall back to "something changed".
     body = "\x1f".join(sorted(queues))
-    return f"{ORIGIN}|{body if len(body) < 7000 else ''}"
+    return f"{origin}|{body if len(body) < 7000 else ''}"
 
 
 def decode(payload: str) -> tuple[str, frozenset[str]]:
@@ -32,9 +36,10 @@ def decode(payload: str) -> tuple[str, frozenset[str]]:
 
 
 class Listener:
-    def __init__(self, url: str, hub: ActivityHub) -> None:
+    def __init__(self, url: str, hub: ActivityHub, origin: str) -> None:
         self.url = url
         self.hub = hub
+        self.origin = origin
         self._stop = threading.Event()
         self.connected = threading.Event()
         self._thread = threading.Thread(target=self._run, name="headgate-listen", daemon=True)
@@ -53,7 +58,7 @@ class Listener:
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.5, stop_after=256):
                             origin, queues = decode(note.payload)
-                            if origin != ORIGIN:
+                            if origin != self.origin:
                                 self.hub.publish(queues)
             except psycopg.Error as exc:
                 self.connected.clear()

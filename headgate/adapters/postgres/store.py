@@ -14,7 +14,7 @@ from headgate.core import Envelope
 from headgate.store.activity import ActivityHub
 
 from .connection import CLOCK, PgConnection, PgDatabase, unavailable
-from .notify import CHANNEL, Listener, encode
+from .notify import CHANNEL, Listener, encode, new_origin
 
 log = logging.getLogger("headgate.postgres")
 
@@ -31,9 +31,10 @@ class PostgresStore(SqliteStore):
         self.activity = ActivityHub()
         self.crash_limit = crash_limit
         self.notify = notify
+        self.origin = new_origin()
         if migrate:
             self.db.migrate()
-        self._listener = Listener(url, self.activity) if notify else None
+        self._listener = Listener(url, self.activity, self.origin) if notify else None
 
     def capabilities(self) -> tuple[str, ...]:
         caps = ["transactional", "inspect"]
@@ -56,7 +57,7 @@ class PostgresStore(SqliteStore):
         self.activity.publish(names)
         if self.notify:
             try:
-                self.db.query("SELECT pg_notify(?, ?)", (CHANNEL, encode(names)))
+                self.db.query("SELECT pg_notify(?, ?)", (CHANNEL, encode(names, self.origin)))
             except Exception as exc:  # noqa: BLE001 - a lost wake-up only costs latency
                 log.debug("notify failed: %s", exc)
 
@@ -71,7 +72,8 @@ class PostgresStore(SqliteStore):
             now = int(shim.execute(CLOCK).fetchone()[0])
             result = enqueue.enqueue(shim, now, envs)
             if result.inserted and self.notify:
-                shim.execute("SELECT pg_notify(?, ?)", (CHANNEL, encode(result.queues)))
+                payload = encode(result.queues, self.origin)
+                shim.execute("SELECT pg_notify(?, ?)", (CHANNEL, payload))
         except psycopg.OperationalError as exc:
             raise unavailable(exc) from exc
         if result.duplicate is not None:

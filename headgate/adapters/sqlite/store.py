@@ -14,9 +14,10 @@ from headgate.store.port import Store
 
 from . import admission, control, enqueue, inspect, lifecycle
 from .connection import Database, now_ms
+from .periodic_store import PeriodicMixin
 
 
-class SqliteStore(Store):
+class SqliteStore(PeriodicMixin, Store):
     backend = "sqlite"
 
     def __init__(self, path: str, *, migrate: bool = True, busy_timeout_ms: int = 5_000,

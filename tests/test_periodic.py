@@ -1,0 +1,402 @@
+"""Periodic schedules (SPEC §9) at the store port: storage, firing, events, run-now.
+
+Real databases and real time: schedules tick every few hundred milliseconds and the
+tests sleep through them. Where a test needs one exact tick it passes `now_ms` equal to
+that (already past) tick, which the store accepts for any instant up to its clock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import headgate
+from headgate import Client, Store
+from headgate.client import EnqueueContext
+from headgate.core import InvalidInput, NotFound
+from headgate.core.schedule_spec import next_after
+
+
+def sched(id: str = "s1", spec: str = "@every:200", **fields: Any) -> dict[str, Any]:
+    return {"id": id, "kind": "report", "spec": spec, "payload": b"p", **fields}
+
+
+def wait_until(store: Store, at_ms: int) -> None:
+    while store.now_ms() < at_ms:
+        time.sleep(max(0.001, min(0.05, (at_ms - store.now_ms()) / 1000)))
+
+
+def events(store: Store, sid: str, limit: int = 200) -> list[dict[str, Any]]:
+    return store.list_schedule_events(sid, None, limit)
+
+
+def periodic_jobs(all_jobs: Callable[..., list[headgate.Job]], store: Store,
+                  sid: str) -> list[headgate.Job]:
+    return sorted((j for j in all_jobs(store) if j.periodic_schedule_id == sid),
+                  key=lambda j: j.periodic_tick_ms or 0)
+
+
+# -- storage ------------------------------------------------------------------------
+
+
+def test_upsert_returns_wire_fields_with_defaults(store: Store) -> None:
+    before = store.now_ms()
+    row = store.upsert_schedule({"id": "daily", "kind": "report", "spec": "0 3 * * *"})
+    assert row["next_run_ms"] == next_after("0 3 * * *", row["updated_at_ms"])
+    assert row["next_run_ms"] > before
+    assert {k: row[k] for k in ("id", "kind", "queue", "spec", "last_enqueued_ms",
+                                "on_missed", "backfill_limit", "paused", "partition_key",
+                                "rate_class", "priority", "max_attempts", "retention_ms",
+                                "payload")} == {
+        "id": "daily", "kind": "report", "queue": "default", "spec": "0 3 * * *",
+        "last_enqueued_ms": None, "on_missed": "skip", "backfill_limit": 0,
+        "paused": False, "partition_key": "", "rate_class": "", "priority": 0,
+        "max_attempts": 25, "retention_ms": 0, "payload": b"",
+    }
+    assert store.get_schedule("daily") == row
+    assert store.list_schedules() == [row]
+    assert store.get_schedule("nope") is None
+
+
+def test_unchanged_spec_keeps_next_run_changed_spec_reanchors(store: Store) -> None:
+    first = store.upsert_schedule(sched(spec="@every:3600000", priority=1))
+    time.sleep(0.02)
+    # Same spec, other fields edited: the next tick does not move.
+    again = store.upsert_schedule(sched(spec="@every:3600000", priority=7, queue="q2"))
+    assert again["next_run_ms"] == first["next_run_ms"]
+    assert (again["priority"], again["queue"]) == (7, "q2")
+    assert again["created_at_ms"] == first["created_at_ms"]
+    # A dict read back from the store round-trips (read-only keys are ignored).
+    assert store.upsert_schedule(again)["next_run_ms"] == first["next_run_ms"]
+    # A changed spec re-anchors to its own first tick after now.
+    changed = store.upsert_schedule(sched(spec="@every:7000"))
+    assert changed["next_run_ms"] % 7000 == 0
+    assert changed["next_run_ms"] == next_after("@every:7000", changed["updated_at_ms"])
+    tz = store.upsert_schedule(sched(spec="CRON_TZ=Europe/Paris 0 9 * * MON-FRI"))
+    assert tz["next_run_ms"] == next_after(tz["spec"], tz["updated_at_ms"])
+
+
+@pytest.mark.parametrize(("fields", "words"), [
+    ({"spec": "* * *"}, "5 fields"),
+    ({"spec": "CRON_TZ=Nowhere/Land 0 * * * *"}, "Nowhere/Land"),
+    ({"spec": "CRON_TZ=UTC @every:1000"}, "CRON_TZ"),
+    ({"spec": "@every:0"}, "@every"),
+    ({"on_missed": "sometimes"}, "on_missed must be skip|run_once|backfill"),
+    ({"backfill_limit": -1}, "backfill_limit"),
+    ({"backfill_limit": 10**6}, "backfill_limit"),
+    ({"max_attempts": 0}, "max_attempts"),
+    ({"retention_ms": -5}, "retention_ms"),
+    ({"priority": "high"}, "priority"),
+    ({"paused": "yes"}, "paused"),
+    ({"queue": ""}, "queue"),
+    ({"kind": ""}, "kind"),
+    ({"payload": b"x" * (1024 * 1024 + 1)}, "payload"),
+    ({"payload": "text"}, "payload"),
+    ({"id": ""}, "id"),
+    ({"id": "x" * 201}, "id"),
+    ({"colour": "red"}, "unknown schedule field: colour"),
+])
+def test_invalid_schedules_are_rejected_naming_the_problem(
+    store: Store, fields: dict[str, Any], words: str
+) -> None:
+    with pytest.raises(InvalidInput) as info:
+        store.upsert_schedule({**sched(), **fields})
+    assert words in str(info.value)
+    assert store.list_schedules() == []
+
+
+def test_missing_required_field(store: Store) -> None:
+    with pytest.raises(InvalidInput, match="spec is required"):
+        store.upsert_schedule({"id": "a", "kind": "k"})
+
+
+def test_delete_keeps_events(store: Store) -> None:
+    row = store.upsert_schedule(sched())
+    wait_until(store, row["next_run_ms"])
+    assert store.fire_due_schedules(now_ms=row["next_run_ms"]) == 1
+    store.delete_schedule("s1")
+    assert store.get_schedule("s1") is None
+    assert [e["outcome"] for e in events(store, "s1")] == ["enqueued"]
+    with pytest.raises(NotFound):
+        store.delete_schedule("s1")
+
+
+# -- firing -------------------------------------------------------------------------
+
+
+def test_fire_enqueues_with_deterministic_id_and_periodic_origin(store: Store) -> None:
+    row = store.upsert_schedule(sched(queue="reports", priority=3, partition_key="t1",
+                                      max_attempts=4, retention_ms=1000))
+    tick = row["next_run_ms"]
+    assert store.fire_due_schedules() == 0  # not due yet
+    wait_until(store, tick)
+    assert store.fire_due_schedules(now_ms=tick) == 1
+    job = store.get_job(f"periodic:s1:{tick}", include_payload=True)
+    assert job is not None
+    assert job.periodic_origin == {"schedule_id": "s1", "tick_ms": tick}
+    assert (job.kind, job.payload, job.queue, job.priority, job.partition_key,
+            job.max_attempts, job.retention_ms) == ("report", b"p", "reports", 3, "t1", 4,
+                                                    1000)
+    after = store.get_schedule("s1")
+    assert after is not None
+    assert after["next_run_ms"] == tick + 200
+    assert after["last_enqueued_ms"] is not None
+    (event,) = events(store, "s1")
+    assert {k: event[k] for k in ("schedule_id", "tick_ms", "job_id", "outcome", "reason")} \
+        == {"schedule_id": "s1", "tick_ms": tick, "job_id": job.id, "outcome": "enqueued",
+            "reason": "scheduled"}
+
+
+def test_crashed_tick_is_not_enqueued_twice(store: Store, all_jobs) -> None:
+    """A previous scheduler enqueued the tick's job and died before advancing: the retry
+    finds the job by its deterministic id and records `deduplicated`."""
+    row = store.upsert_schedule(sched())
+    tick = row["next_run_ms"]
+    wait_until(store, tick)
+    Client(store).enqueue("report", b"p", id=f"periodic:s1:{tick}", retention_ms=0,
+                          periodic_schedule_id="s1", periodic_tick_ms=tick)
+    assert store.fire_due_schedules(now_ms=tick) == 0
+    assert len(periodic_jobs(all_jobs, store, "s1")) == 1
+    (event,) = events(store, "s1")
+    assert (event["outcome"], event["reason"], event["job_id"]) == (
+        "deduplicated", "exists", f"periodic:s1:{tick}")
+    assert store.get_schedule("s1")["next_run_ms"] == tick + 200  # type: ignore[index]
+
+
+def test_concurrent_schedulers_enqueue_each_tick_once(
+    store: Store, open_more, all_jobs
+) -> None:
+    """Two processes' schedulers firing the same due tick at once (e.g. across a duty
+    lease hand-over) create one job."""
+    row = store.upsert_schedule(sched(spec="@every:1000"))
+    tick = row["next_run_ms"]
+    others = [open_more() for _ in range(3)]
+    wait_until(store, tick)
+    barrier = threading.Barrier(len(others))
+    counts: list[int] = []
+
+    def fire(s: Store) -> None:
+        barrier.wait()
+        counts.append(s.fire_due_schedules(now_ms=tick))
+
+    threads = [threading.Thread(target=fire, args=(s,)) for s in others]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(counts) == 1
+    assert [j.id for j in periodic_jobs(all_jobs, store, "s1")] == [f"periodic:s1:{tick}"]
+    outcomes = sorted(e["outcome"] for e in events(store, "s1"))
+    assert outcomes.count("enqueued") == 1
+    assert set(outcomes) <= {"enqueued", "deduplicated"}
+
+
+def test_paused_schedule_does_not_fire_and_resume_does_not_replay(store: Store) -> None:
+    row = store.upsert_schedule(sched(spec="@every:100", paused=True))
+    wait_until(store, row["next_run_ms"] + 350)
+    assert store.fire_due_schedules() == 0
+    assert events(store, "s1") == []
+    resumed = store.upsert_schedule(sched(spec="@every:100", paused=False))
+    assert resumed["next_run_ms"] > row["next_run_ms"] + 300
+    assert store.fire_due_schedules(now_ms=resumed["updated_at_ms"]) == 0
+
+
+def test_events_bounded_to_newest_100_and_paged(store: Store, all_jobs) -> None:
+    # 10 ms ticks, backfill up to 150 of them after a 1.6 s pause: many ticks, cheaply.
+    row = store.upsert_schedule(sched(spec="@every:10", on_missed="backfill",
+                                      backfill_limit=150))
+    wait_until(store, row["next_run_ms"] + 1600)
+    assert store.fire_due_schedules() == 150
+    jobs = periodic_jobs(all_jobs, store, "s1")
+    assert len(jobs) == 150
+    ticks = [j.periodic_tick_ms for j in jobs]
+    assert ticks == list(range(ticks[0], ticks[0] + 1500, 10))
+    newest = events(store, "s1", 1000)
+    assert len(newest) == 100
+    assert [e["tick_ms"] for e in newest] == sorted(ticks, reverse=True)[:100]
+    assert [e["event_id"] for e in newest] == sorted((e["event_id"] for e in newest),
+                                                     reverse=True)
+    # Keyset pages: 30 + 30 + 30 + 10, no overlap, same order.
+    pages, cursor = [], None
+    while True:
+        page = store.list_schedule_events("s1", cursor, 30)
+        pages.extend(page)
+        if len(page) < 30:
+            break
+        cursor = page[-1]["event_id"]
+    assert pages == newest
+    # More events keep the bound: each run-now adds one.
+    for i in range(5):
+        store.run_schedule_now("s1", f"key-{i}")
+    after = events(store, "s1", 1000)
+    assert len(after) == 100
+    assert [e["reason"] for e in after[:5]] == ["run_now"] * 5
+
+
+def test_missed_ticks_recovery_per_policy(store: Store, all_jobs) -> None:
+    """The scheduler runs, stops for ~6 ticks, then runs again."""
+    for policy in ("skip", "run_once", "backfill"):
+        store.upsert_schedule(sched(id=policy, spec="@every:200", on_missed=policy,
+                                    backfill_limit=3))
+    start = max(s["next_run_ms"] for s in store.list_schedules())
+    wait_until(store, start + 50)
+    assert store.fire_due_schedules(misfire_grace_ms=500) == 3  # on time: one each
+    stopped_at = store.now_ms()
+    wait_until(store, stopped_at + 1250)  # scheduler down: 6 ticks go by
+    now = store.now_ms()
+    latest = now // 200 * 200
+    assert store.fire_due_schedules(now_ms=now, misfire_grace_ms=500) == 1 + 3
+
+    skip = periodic_jobs(all_jobs, store, "skip")
+    assert len(skip) == 1  # only the on-time tick before the outage
+    assert [(e["outcome"], e["reason"], e["tick_ms"]) for e in events(store, "skip")][0] == (
+        "skipped", "missed", latest)
+
+    once = periodic_jobs(all_jobs, store, "run_once")
+    assert [j.periodic_tick_ms for j in once][1:] == [latest]
+
+    fill = periodic_jobs(all_jobs, store, "backfill")
+    assert [j.periodic_tick_ms for j in fill][1:] == [latest - 400, latest - 200, latest]
+    assert [e["reason"] for e in events(store, "backfill")][:3] == [
+        "scheduled", "backfill", "backfill"]
+
+    for policy in ("skip", "run_once", "backfill"):
+        assert store.get_schedule(policy)["next_run_ms"] == latest + 200  # type: ignore[index]
+    # Back on time, skip fires normally again.
+    wait_until(store, latest + 250)
+    assert store.fire_due_schedules(misfire_grace_ms=500) == 3
+    assert len(periodic_jobs(all_jobs, store, "skip")) == 2
+
+
+def test_run_once_collapses_and_skip_within_grace_fires_latest(store: Store, all_jobs) -> None:
+    for policy in ("skip", "run_once"):
+        store.upsert_schedule(sched(id=policy, spec="@every:100", on_missed=policy))
+    start = max(s["next_run_ms"] for s in store.list_schedules())
+    wait_until(store, start + 450)  # ~5 ticks due, but within the default 60 s grace
+    now = store.now_ms()
+    assert store.fire_due_schedules(now_ms=now) == 2
+    for policy in ("skip", "run_once"):
+        assert [j.periodic_tick_ms for j in periodic_jobs(all_jobs, store, policy)] == [
+            now // 100 * 100]
+
+
+def test_enqueue_authorizer_sees_periodic_jobs(store: Store, all_jobs) -> None:
+    seen: list[tuple[str, str]] = []
+
+    def authorizer(context: EnqueueContext, env: headgate.Envelope) -> bool:
+        seen.append((context.source, env.kind))
+        return env.kind != "forbidden-kind"
+
+    client = Client(store, authorizer=authorizer)
+    store.upsert_schedule(sched(id="ok", kind="report"))
+    store.upsert_schedule(sched(id="no", kind="forbidden-kind"))
+    wait_until(store, max(s["next_run_ms"] for s in store.list_schedules()))
+    assert store.fire_due_schedules(client=client) == 1
+    assert ("periodic", "report") in seen and ("periodic", "forbidden-kind") in seen
+    (event,) = events(store, "no")
+    assert (event["outcome"], event["reason"], event["job_id"]) == (
+        "failed", "forbidden", None)
+    assert periodic_jobs(all_jobs, store, "no") == []
+    # A failed tick is recorded and the schedule still advances.
+    assert store.get_schedule("no")["next_run_ms"] > event["tick_ms"]  # type: ignore[index]
+
+
+def test_middleware_and_hooks_apply_to_periodic_jobs(store: Store) -> None:
+    calls: list[str] = []
+
+    def tag_it(context, batch, call_next):
+        calls.append(context.source)
+        return call_next([headgate.Envelope(**{**_env_fields(e), "tags": ("cron",)})
+                          for e in batch])
+
+    row = store.upsert_schedule(sched())
+    wait_until(store, row["next_run_ms"])
+    store.fire_due_schedules(now_ms=row["next_run_ms"], client=Client(store, middleware=[tag_it]))
+    assert calls == ["periodic"]
+    job = store.get_job(f"periodic:s1:{row['next_run_ms']}")
+    assert job is not None and job.tags == ("cron",)
+
+
+def _env_fields(env: headgate.Envelope) -> dict[str, Any]:
+    return {f: getattr(env, f) for f in env.__dataclass_fields__}
+
+
+def test_backpressure_and_quarantine_are_recorded_as_failed(store: Store, quarantine) -> None:
+    fp_payload = b"poison"
+    quarantine(store, "report", fp_payload)
+    store.upsert_schedule(sched(id="full", queue="full"))
+    store.upsert_schedule(sched(id="poison", payload=fp_payload))
+    store.set_enqueue_limit("full", 0)
+    wait_until(store, max(s["next_run_ms"] for s in store.list_schedules()))
+    assert store.fire_due_schedules() == 0
+    assert [(e["outcome"], e["reason"]) for e in events(store, "full")] == [
+        ("failed", "backpressure")]
+    assert [(e["outcome"], e["reason"]) for e in events(store, "poison")] == [
+        ("failed", "quarantined")]
+
+
+def test_edited_schedule_after_enqueue_counts_as_deduplicated(store: Store) -> None:
+    row = store.upsert_schedule(sched())
+    tick = row["next_run_ms"]
+    wait_until(store, tick)
+    Client(store).enqueue("report", b"old payload", id=f"periodic:s1:{tick}")
+    assert store.fire_due_schedules(now_ms=tick) == 0
+    (event,) = events(store, "s1")
+    assert (event["outcome"], event["reason"]) == ("deduplicated", "id_conflict")
+
+
+def test_now_ms_cannot_be_in_the_future(store: Store) -> None:
+    with pytest.raises(InvalidInput, match="now_ms"):
+        store.fire_due_schedules(now_ms=store.now_ms() + 60_000)
+
+
+# -- run now ------------------------------------------------------------------------
+
+
+def test_run_now_enqueues_one_extra_job_and_dedups_per_key(store: Store, all_jobs) -> None:
+    row = store.upsert_schedule(sched(spec="@every:3600000"))
+    job_id, replayed = store.run_schedule_now("s1", "click-1")
+    assert not replayed
+    assert store.run_schedule_now("s1", "click-1") == (job_id, True)
+    other, replayed = store.run_schedule_now("s1", "click-2")
+    assert other != job_id and not replayed
+    jobs = periodic_jobs(all_jobs, store, "s1")
+    assert sorted(j.id for j in jobs) == sorted([job_id, other])
+    job = store.get_job(job_id)
+    assert job is not None and job.periodic_origin is not None
+    assert job.periodic_origin["schedule_id"] == "s1"
+    after = store.get_schedule("s1")
+    assert after is not None
+    assert after["next_run_ms"] == row["next_run_ms"]
+    assert after["last_enqueued_ms"] is not None
+    assert [(e["outcome"], e["reason"]) for e in events(store, "s1")] == [
+        ("enqueued", "run_now"), ("enqueued", "run_now")]
+
+
+def test_run_now_replay_survives_job_deletion(store: Store) -> None:
+    store.upsert_schedule(sched(spec="@every:3600000", retention_ms=0))
+    job_id, _ = store.run_schedule_now("s1", "k")
+    store.delete_job(job_id)
+    assert store.run_schedule_now("s1", "k") == (job_id, True)
+    assert store.get_job(job_id) is None
+
+
+def test_run_now_errors(store: Store) -> None:
+    with pytest.raises(NotFound):
+        store.run_schedule_now("missing", "k")
+    store.upsert_schedule(sched(queue="closed"))
+    with pytest.raises(InvalidInput):
+        store.run_schedule_now("s1", "")
+    store.set_enqueue_limit("closed", 0)
+    with pytest.raises(headgate.core.Backpressure):
+        store.run_schedule_now("s1", "k")
+    assert [(e["outcome"], e["reason"]) for e in events(store, "s1")] == [
+        ("failed", "backpressure")]
+    denied = Client(store, authorizer=lambda ctx, env: ctx.source != "http")
+    with pytest.raises(headgate.core.EnqueueForbidden):
+        store.run_schedule_now("s1", "k2", client=denied,
+                               context=EnqueueContext(source="http", identity="bob"))

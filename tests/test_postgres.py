@@ -1,0 +1,171 @@
+"""What only the PostgreSQL backend promises: transactional enqueue, LISTEN/NOTIFY
+wake-ups across processes, a poll-only mode, and surviving a server restart."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from conftest import _pg_database, pg_available
+
+import headgate
+from headgate import Client, Outcome, StoreUnavailable, open_store
+
+pytestmark = pytest.mark.skipif(not pg_available(), reason="HG_TEST_PG not set")
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    yield from _pg_database()
+
+
+def wait_for(predicate, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_transactional_enqueue_commits_with_the_caller(pg_url: str) -> None:
+    store = open_store(pg_url)
+    watcher = open_store(pg_url)  # stands in for a worker in another process
+    try:
+        assert watcher._listener.connected.wait(5)
+        heard: list[frozenset[str]] = []
+        watcher.activity.subscribe(heard.append)
+        client = Client(store)
+
+        with psycopg.connect(pg_url) as conn:
+            job_id = client.enqueue("tx.kind", b"rolled back", queue="txq", conn=conn)
+            assert store.get_job(job_id) is None  # not visible before commit
+            conn.rollback()
+        assert store.get_job(job_id) is None
+        time.sleep(0.3)
+        assert not any("txq" in q for q in heard), "a rolled back enqueue woke someone"
+
+        with psycopg.connect(pg_url) as conn:
+            job_id = client.enqueue("tx.kind", b"committed", queue="txq", conn=conn)
+            conn.commit()
+        job = store.get_job(job_id)
+        assert job is not None and job.state == headgate.State.AVAILABLE
+        assert wait_for(lambda: any("txq" in q for q in heard))
+    finally:
+        watcher.close()
+        store.close()
+
+
+def test_notify_wakes_another_process_store(pg_url: str) -> None:
+    producer = open_store(pg_url)
+    worker = open_store(pg_url)
+    try:
+        assert worker._listener.connected.wait(5)
+        seq = worker.activity.seq
+        started = time.monotonic()
+        Client(producer).enqueue("k", b"", queue="wake")
+        new_seq = worker.activity.wait(seq, timeout=5)
+        assert new_seq != seq
+        assert time.monotonic() - started < 5
+        claims = worker.admit("w", ["wake"], 10)
+        assert [c.job.queue for c in claims] == ["wake"]
+    finally:
+        worker.close()
+        producer.close()
+
+
+def test_capabilities_and_poll_only_mode(pg_url: str) -> None:
+    notifying = open_store(pg_url)
+    polling = open_store(pg_url, notify=False)
+    try:
+        assert notifying.capabilities() == ("transactional", "notifying", "inspect")
+        assert polling.capabilities() == ("transactional", "inspect")
+        assert polling._listener is None
+        # Poll-only still works: enqueue and admit through polling.
+        job_id = Client(polling).enqueue("k", b"p", queue="poll")
+        claims = polling.admit("w", ["poll"], 5)
+        assert [c.job.id for c in claims] == [job_id]
+        polling.ack(claims[0], Outcome.SUCCESS)
+        assert polling.get_job(job_id).state == headgate.State.COMPLETED
+    finally:
+        polling.close()
+        notifying.close()
+
+
+def test_sqlite_has_neither_capability(tmp_path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/x.db")
+    try:
+        assert "transactional" not in store.capabilities()
+        assert "notifying" not in store.capabilities()
+    finally:
+        store.close()
+
+
+def test_store_clock_is_the_database_clock(pg_url: str) -> None:
+    store = open_store(pg_url)
+    try:
+        with psycopg.connect(pg_url) as conn:
+            db_now = conn.execute(
+                "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
+            ).fetchone()[0]
+        assert abs(store.now_ms() - db_now) < 1000
+        Client(store).enqueue("k", b"", queue="clock")
+        claim = store.admit("w", ["clock"], 1, lease_ms=60_000)[0]
+        assert abs(claim.lease_expires_at_ms - (db_now + 60_000)) < 5_000
+    finally:
+        store.close()
+
+
+def _pg_ctl(*args: str) -> None:
+    bin_dir = os.environ["HG_TEST_PG_BIN"]
+    data = os.environ["HG_TEST_PG_DATA"]
+    user = os.environ.get("HG_TEST_PG_OSUSER", "")
+    cmd = [f"{bin_dir}/pg_ctl", "-D", data, *args]
+    if os.geteuid() == 0 and user and user != "root":
+        cmd = ["runuser", "-u", user, "--", *cmd]
+    subprocess.run(cmd, check=True, cwd="/tmp", capture_output=True, timeout=60)
+
+
+@pytest.mark.skipif(not os.environ.get("HG_TEST_PG_DATA"), reason="needs the test cluster")
+def test_server_restart_is_survived(pg_url: str) -> None:
+    store = open_store(pg_url)
+    client = Client(store)
+    try:
+        before = client.enqueue_many(
+            [headgate.Envelope(kind="k", payload=b"%d" % i, queue="rs") for i in range(20)]
+        )
+        claims = store.admit("w", ["rs"], 5, lease_ms=60_000)
+        _pg_ctl("stop", "-m", "fast", "-w")
+        try:
+            with pytest.raises(StoreUnavailable) as err:
+                client.enqueue("k", b"during", queue="rs")
+            assert "store unavailable" in str(err.value)
+            with pytest.raises(StoreUnavailable):
+                store.ping()
+        finally:
+            _pg_ctl("start", "-w", "-l", os.path.join(os.path.dirname(
+                os.environ["HG_TEST_PG_DATA"]), "postgres.log"))
+        assert wait_for(lambda: _ping(store), timeout=20)
+        # The leases taken before the outage are still good; nothing was lost.
+        for claim in claims:
+            store.ack(claim, Outcome.SUCCESS)
+        after = client.enqueue("k", b"after", queue="rs")
+        counts = store.counts("rs")
+        assert counts["completed"] == 5
+        assert counts["available"] == len(before) - 5 + 1
+        assert store.get_job(after) is not None
+        assert store._listener is not None and store._listener.connected.wait(10)
+    finally:
+        store.close()
+
+
+def _ping(store: headgate.Store) -> bool:
+    try:
+        store.ping()
+        return True
+    except StoreUnavailable:
+        return False
