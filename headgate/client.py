@@ -141,8 +141,11 @@ class Client:
                 raise EnqueueForbidden(env.kind)
         middleware, hooks = self._chain(envs)
 
+        checked = {id(e) for e in envs}
+
         def insert(batch: list[Envelope]) -> list[str]:
-            batch = [e.validated() for e in batch]
+            # Envelopes are frozen: only ones a middleware built anew need checking again.
+            batch = [e if id(e) in checked else e.validated() for e in batch]
             if conn is not None:
                 return self.store.enqueue_many_in(conn, batch)  # type: ignore[attr-defined]
             return self.store.enqueue_many(batch)

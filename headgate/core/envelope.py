@@ -7,7 +7,7 @@ scheduler) rejects the same inputs with the same words before anything is writte
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidInput
@@ -99,18 +99,22 @@ class Envelope:
         fp = compute_fingerprint(self.kind, payload)
         if self.fingerprint is not None and self.fingerprint != fp:
             raise InvalidInput("fingerprint does not match kind and payload")
-        return replace(
-            self,
-            id=self.id if self.id is not None else new_id(),
-            payload=payload,
-            unique_key=bytes(self.unique_key) if self.unique_key is not None else None,
-            tags=tags,
-            headers=headers,
-            fingerprint=fp,
+        # An explicit constructor call: dataclasses.replace costs more than the checks.
+        return Envelope(
+            self.kind, payload, self.id if self.id is not None else new_id(),
+            self.schema_version, self.queue, self.priority, self.partition_key,
+            self.rate_class, self.weight, self.scheduled_at_ms, self.max_attempts,
+            self.retention_ms,
+            bytes(self.unique_key) if self.unique_key is not None else None,
+            self.unique_window_ms, self.unique_debounce_ms, self.unique_replace,
+            self.unique_exclude_kind, tags, self.pending, self.sticky_worker, headers, fp,
+            self.periodic_schedule_id, self.periodic_tick_ms,
         )
 
 
 def normalize_tags(tags: Any) -> tuple[str, ...]:
+    if tags == () or tags == []:
+        return ()
     if isinstance(tags, str) or not isinstance(tags, Sequence | set | frozenset):
         raise InvalidInput("tags must be a list of strings")
     for tag in tags:
@@ -122,6 +126,8 @@ def normalize_tags(tags: Any) -> tuple[str, ...]:
 
 
 def _headers(headers: Any) -> dict[str, str]:
+    if type(headers) is dict and not headers:
+        return {}
     if not isinstance(headers, Mapping):
         raise InvalidInput("headers must be a map of strings")
     if len(headers) > MAX_HEADERS:
@@ -133,6 +139,8 @@ def _headers(headers: Any) -> dict[str, str]:
 
 
 def _text(name: str, value: Any, low: int, high: int) -> None:
+    if type(value) is str and low <= len(value) <= high and "\x00" not in value:
+        return
     if not isinstance(value, str):
         raise InvalidInput(f"{name} must be a string")
     if len(value) < low:
@@ -144,6 +152,8 @@ def _text(name: str, value: Any, low: int, high: int) -> None:
 
 
 def _int(name: str, value: Any, low: int, high: int = INT64_MAX) -> None:
+    if type(value) is int and low <= value <= high:
+        return
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(f"{name} must be an integer")
     if value < low:

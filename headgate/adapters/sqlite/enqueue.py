@@ -172,8 +172,9 @@ def _insert_row(env: Envelope, now: int) -> tuple:
     return (
         env.id, env.kind, env.schema_version, env.payload, env.fingerprint, env.queue,
         env.priority, env.partition_key, env.rate_class, env.weight, state.value,
-        scheduled_at, env.max_attempts, retention, json.dumps(list(env.tags)),
-        env.sticky_worker, json.dumps(env.headers), now, env.periodic_schedule_id,
+        scheduled_at, env.max_attempts, retention,
+        json.dumps(list(env.tags)) if env.tags else "[]", env.sticky_worker,
+        json.dumps(env.headers) if env.headers else "{}", now, env.periodic_schedule_id,
         env.periodic_tick_ms, int(env.pending),
     )
 
