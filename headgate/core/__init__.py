@@ -17,12 +17,12 @@ from .errors import (
     StoreUnavailable,
 )
 from .fingerprint import fingerprint
-from .job import Blob, Claim, Explanation, Job, JobFilter, JobPage, Progress
+from .job import AckRequest, Blob, Claim, Explanation, Job, JobFilter, JobPage, Progress
 from .states import STORED_STATES, TERMINAL, UNFINISHED, Outcome, State
 from .transitions import GuardContext, transition
 
 __all__ = [
-    "Backpressure", "Blob", "CircuitOpen", "Claim", "Duplicate", "EnqueueForbidden",
+    "AckRequest", "Backpressure", "Blob", "CircuitOpen", "Claim", "Duplicate", "EnqueueForbidden",
     "Envelope", "Explanation", "GuardContext", "HeadgateError", "IdConflict", "InvalidInput",
     "InvalidTransition", "Job", "JobFilter", "JobPage", "LeaseLost", "NotFound", "Outcome",
     "Progress", "Quarantined",

@@ -60,6 +60,19 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
+class AckRequest:
+    """One finished attempt, for acknowledging many in one transaction."""
+
+    claim: Claim
+    outcome: str
+    error: str | None = None
+    delay_ms: int | None = None
+    result: bytes | None = None
+    result_schema_version: int = 1
+    logs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Blob:
     """A result or output: opaque bytes with the schema version the handler wrote."""
 

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from headgate.core import Claim, Envelope, Explanation, Job, JobFilter, JobPage, Outcome
+from headgate.core import AckRequest, Claim, Envelope, Explanation, Job, JobFilter, JobPage, Outcome
 from headgate.core.job import Blob, Progress
 
 from .activity import ActivityHub
@@ -76,6 +76,11 @@ class Store(ABC):
         logs: Sequence[str] = (),
     ) -> None:
         """Apply the transition table to a finished attempt; LeaseLost if superseded."""
+
+    @abstractmethod
+    def ack_many(self, acks: Sequence[AckRequest]) -> list[str]:
+        """Apply many finished attempts in one transaction; returns the ids whose lease
+        was lost (those are skipped, the rest still apply)."""
 
     @abstractmethod
     def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[str]:
@@ -262,3 +267,51 @@ class Store(ABC):
 
     @abstractmethod
     def history(self, queue: str, since_ms: int, bucket_ms: int) -> list[dict[str, Any]]: ...
+
+    # -- control API support (bulk operations, queue admin, idempotency) ---------------
+    @abstractmethod
+    def create_operation(
+        self, action: str, selector: dict[str, Any], dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Record a bulk action (retry|cancel|delete) over the jobs `selector` names
+        (queue, state, kind, partition_key, older_than_ms; at least one) with a bounded
+        estimate. Dry runs are done at once; others wait for `run_operations_batch`."""
+
+    @abstractmethod
+    def get_operation(self, op_id: str) -> dict[str, Any] | None:
+        """`{id, action, selector, status, affected, total_estimated, total_capped,
+        dry_run, error, created_at_ms, updated_at_ms, finished_at_ms}`."""
+
+    @abstractmethod
+    def run_operations_batch(self, limit: int = 500) -> int:
+        """Advance queued/running operations by at most `limit` jobs; returns how many
+        jobs were affected (0: nothing to do). The operations duty calls this."""
+
+    @abstractmethod
+    def delete_queue(self, queue: str, force: bool = False) -> str | None:
+        """Delete an empty queue (None) or, with `force`, start an operation that
+        deletes its jobs and then the queue (the operation id)."""
+
+    @abstractmethod
+    def sample_queue_memory(self, limit: int = 100) -> int:
+        """Estimate memory of up to `limit` queues from bounded samples; returns the
+        number sampled."""
+
+    @abstractmethod
+    def queue_extras(self) -> dict[str, dict[str, Any]]:
+        """Per queue: memory sample and quiet-group figures (bounded reads)."""
+
+    @abstractmethod
+    def idempotency_begin(
+        self, scope_key: str, request_hash: str, ttl_ms: int = 86_400_000
+    ) -> dict[str, Any] | None:
+        """Claim a key (None) or return its record: `{state, request_hash, status,
+        headers, body}` with state done or in_progress."""
+
+    @abstractmethod
+    def idempotency_complete(
+        self, scope_key: str, status: int, headers: dict[str, str], body: bytes
+    ) -> None: ...
+
+    @abstractmethod
+    def idempotency_abort(self, scope_key: str) -> None: ...

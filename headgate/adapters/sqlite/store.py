@@ -6,7 +6,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from headgate.core import Claim, Envelope, Explanation, Job, JobFilter, JobPage, Outcome
+from headgate.core import (
+    AckRequest,
+    Claim,
+    Envelope,
+    Explanation,
+    Job,
+    JobFilter,
+    JobPage,
+    LeaseLost,
+    Outcome,
+)
 from headgate.core.envelope import check_int, check_text
 from headgate.core.job import Blob, Progress
 from headgate.store.activity import ActivityHub
@@ -14,10 +24,11 @@ from headgate.store.port import Store
 
 from . import admission, control, enqueue, inspect, lifecycle
 from .connection import Database, now_ms
+from .ops_store import OpsStoreMixin
 from .periodic_store import PeriodicMixin
 
 
-class SqliteStore(PeriodicMixin, Store):
+class SqliteStore(PeriodicMixin, OpsStoreMixin, Store):
     backend = "sqlite"
 
     def __init__(self, path: str, *, migrate: bool = True, busy_timeout_ms: int = 5_000,
@@ -83,6 +94,24 @@ class SqliteStore(PeriodicMixin, Store):
                                   result_schema_version, logs)
         if Outcome(outcome) in (Outcome.RATE_LIMITED, Outcome.SNOOZE):
             self._publish(queue)
+
+    def ack_many(self, acks: Sequence[AckRequest]) -> list[str]:
+        if not acks:
+            return []
+        lost: list[str] = []
+        wake: set[str] = set()
+        with self.db.write() as (conn, now):
+            for a in acks:
+                try:
+                    queue = lifecycle.ack(conn, now, a.claim, a.outcome, a.error, a.delay_ms,
+                                          a.result, a.result_schema_version, a.logs)
+                except LeaseLost:
+                    lost.append(a.claim.job.id)
+                    continue
+                if Outcome(a.outcome) in (Outcome.RATE_LIMITED, Outcome.SNOOZE):
+                    wake.add(queue)
+        self._publish(wake)
+        return lost
 
     def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[str]:
         check_int("lease_ms", lease_ms, 1)

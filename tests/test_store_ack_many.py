@@ -1,0 +1,33 @@
+"""Batched acknowledgements: one transaction, lost leases reported per job."""
+
+from __future__ import annotations
+
+import headgate
+from headgate import Outcome, State
+from headgate.core import AckRequest
+
+
+def test_ack_many_applies_each_outcome_and_reports_lost(store: headgate.Store) -> None:
+    client = headgate.Client(store)
+    client.enqueue_many(
+        [headgate.Envelope(kind="k", payload=b"%d" % i, queue="am") for i in range(4)]
+    )
+    claims = store.admit("w", ["am"], 4)
+    assert len(claims) == 4
+    store.ack(claims[0], Outcome.SUCCESS)  # already finished: its second ack is "lost"
+    lost = store.ack_many([
+        AckRequest(claims[0], "success"),
+        AckRequest(claims[1], "success", result=b"r1"),
+        AckRequest(claims[2], "retry", error="boom", delay_ms=60_000, logs=("line",)),
+        AckRequest(claims[3], "snooze", delay_ms=60_000),
+    ])
+    assert lost == [claims[0].job.id]
+    assert store.get_job(claims[1].job.id).state == State.COMPLETED
+    assert store.get_result(claims[1].job.id).bytes == b"r1"
+    retried = store.get_job(claims[2].job.id)
+    assert retried.state == State.RETRYABLE and retried.attempt == 1
+    assert retried.errors[-1]["error"] == "boom" and retried.errors[-1]["logs"] == ["line"]
+    snoozed = store.get_job(claims[3].job.id)
+    assert snoozed.state == State.SCHEDULED and snoozed.attempt == 0
+    counts = store.counts("am")
+    assert counts["completed"] == 2 and counts["running"] == 0
