@@ -23,6 +23,18 @@ from headgate.core import (
     fingerprint,
 )
 from headgate.store import Store, open_store
+from headgate.worker import (
+    JobContext,
+    JobOutcome,
+    JsonDecoder,
+    RateLimited,
+    Retry,
+    Revoke,
+    Skip,
+    Snooze,
+    Undecodable,
+    Worker,
+)
 
 __version__ = "0.1.0"
 
@@ -31,4 +43,8 @@ __all__ = [
     "EnqueueContext", "EnqueueForbidden", "Envelope", "HeadgateError", "IdConflict",
     "InvalidInput", "InvalidTransition", "Job", "JobFilter", "LeaseLost", "NotFound", "Outcome",
     "Plugin", "Quarantined", "State", "Store", "StoreUnavailable", "fingerprint", "open_store",
+]
+__all__ += [
+    "JobContext", "JobOutcome", "JsonDecoder", "RateLimited", "Retry", "Revoke", "Skip",
+    "Snooze", "Undecodable", "Worker",
 ]

@@ -136,5 +136,46 @@ def migrate(store_url: str | None) -> None:
     click.echo(f"{redact_url(url)}: schema version {version}")
 
 
+@main.command()
+@click.option("--app", "app", required=True, metavar="MODULE:OBJ",
+              help="A Worker, or a callable taking a store and returning a Worker.")
+@click.option("--store", "store_url", default=None, metavar="URL",
+              help="sqlite:///PATH or postgresql://… (factory apps only). "
+                   "Default: from HG_STORE/HG_SQLITE/HG_PG.")
+@click.option("--queues", default=None, metavar="A,B", help="Queues to work (override).")
+@click.option("--concurrency", type=click.IntRange(min=1), default=None,
+              help="Handler threads (override).")
+@click.option("--lease-ms", type=click.IntRange(min=1), default=None,
+              help="Lease length (override). Default: $HG_LEASE_MS or the app's.")
+@click.option("--drain-ms", type=click.IntRange(min=0), default=None,
+              help="On SIGTERM/SIGINT, how long in-flight jobs may finish before they are "
+                   "released. Default: the app's (30000).")
+@click.option("--duties/--no-duties", default=None,
+              help="Also run the reclaimer and promoter duties (under duty leases).")
+@click.option("--isolated/--no-isolated", default=None,
+              help="Run handlers in child processes.")
+@click.option("--worker-id", default=None, help="Registry id. Default: host:pid:random.")
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+              help="INFO logs one line per job outcome.")
+def worker(app: str, store_url: str | None, queues: str | None, concurrency: int | None,
+           lease_ms: int | None, drain_ms: int | None, duties: bool | None,
+           isolated: bool | None, worker_id: str | None, log_level: str) -> None:
+    """Run a worker process. Exit codes: 0 after a graceful stop (SIGTERM, SIGINT or a
+    `terminate` signal), 75 after a `restart` signal (start it again), 1 when a second
+    SIGTERM/SIGINT cut the drain short, 2 for configuration errors."""
+    from headgate.core import InvalidInput
+    from headgate.worker.launcher import configure_logging, run_worker
+
+    configure_logging(log_level)
+    try:
+        code = run_worker(app, store_url=store_url, queues=queues, concurrency=concurrency,
+                          lease_ms=lease_ms, drain_ms=drain_ms, duties=duties,
+                          isolated=isolated, worker_id=worker_id)
+    except (ConfigError, ValueError, InvalidInput) as exc:
+        _fail(str(exc))
+    click.get_current_context().exit(code)
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,127 @@
+"""The worker app the worker tests run — in-process and as `headgate worker --app
+test_worker_app:make_worker` child processes. No tests here; it lives under a
+`test_worker*` name because the worker tests own that namespace.
+
+Handlers decide from the claim's counters (`attempt`, `fence`, `crash_attempt`) so one
+job can fail, snooze or crash on its first run and succeed on a later one. Files in
+`$HG_TEST_DIR` let a test in another process see that a handler started or noticed
+cancellation.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from headgate import Job, JsonDecoder, RateLimited, Retry, Revoke, Skip, Snooze, Store, Worker
+from headgate.worker import JobContext
+
+
+def _mark(job: Job, what: str) -> None:
+    base = os.environ.get("HG_TEST_DIR")
+    if base:
+        (Path(base) / f"{job.id}.{what}").write_text(str(os.getpid()))
+
+
+def ok(job: Job, ctx: JobContext) -> bytes:
+    return b"done:" + (job.payload or b"")
+
+
+def fail_once(job: Job, ctx: JobContext) -> None:
+    if job.attempt == 0:
+        ctx.logger.warning("first attempt of %s fails on purpose", job.id)
+        raise RuntimeError("transient failure")
+
+
+def always_fail(job: Job, ctx: JobContext) -> None:
+    raise ValueError(f"permanent failure on attempt {job.attempt + 1}")
+
+
+def skip(job: Job, ctx: JobContext) -> Skip:
+    return Skip("not for us")
+
+
+def revoke(job: Job, ctx: JobContext) -> None:
+    raise Revoke()
+
+
+def snooze_once(job: Job, ctx: JobContext) -> Snooze | None:
+    return Snooze(50) if job.fence == 1 else None
+
+
+def rate_limited_once(job: Job, ctx: JobContext) -> RateLimited | None:
+    return RateLimited(20) if job.fence == 1 else None
+
+
+def retry_fast(job: Job, ctx: JobContext) -> None:
+    if job.attempt == 0:
+        raise Retry(delay_ms=10, reason="upstream busy")
+
+
+def json_v2(job: Job, ctx: JobContext) -> None:
+    # The decoder upcast every version to {"name": ..., "version": 2}.
+    ctx.set_result(f"{ctx.payload['name']}@{ctx.payload['version']}".encode())
+
+
+def _v1_to_v2(value: dict) -> dict:
+    return {"name": value["user"], "version": 2}
+
+
+def block(job: Job, ctx: JobContext) -> None:
+    """Runs until cancelled — unless this is a re-run after a crash or release."""
+    if job.crash_attempt or job.fence > 1:
+        return None
+    _mark(job, "started")
+    if ctx.cancelled.wait(60):
+        _mark(job, "cancelled")
+    return None
+
+
+def suicide(job: Job, ctx: JobContext) -> None:
+    _mark(job, "started")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def isolated_report(job: Job, ctx: JobContext) -> None:
+    ctx.progress(3, 4, "three quarters")
+    ctx.output(b"partial output", schema_version=2)
+    ctx.logger.info("child pid %d", os.getpid())
+    ctx.set_result(b"isolated result")
+
+
+def isolated_crash(job: Job, ctx: JobContext) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def isolated_hang(job: Job, ctx: JobContext) -> None:
+    """Ignores SIGTERM's cancel flag entirely: only SIGKILL ends it."""
+    _mark(job, "started")
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(60)
+
+
+def register_all(worker: Worker) -> Worker:
+    worker.register("ok", ok)
+    worker.register("fail-once", fail_once)
+    worker.register("always-fail", always_fail)
+    worker.register("skip", skip)
+    worker.register("revoke", revoke)
+    worker.register("snooze-once", snooze_once)
+    worker.register("rate-limited-once", rate_limited_once)
+    worker.register("retry-fast", retry_fast)
+    worker.register("user.greet", json_v2, aliases=("user.hello",),
+                    decoder=JsonDecoder(current=2, upcasters={1: _v1_to_v2}))
+    worker.register("block", block)
+    worker.register("suicide", suicide)
+    worker.register("isolated-report", isolated_report, isolated=True)
+    worker.register("isolated-crash", isolated_crash, isolated=True)
+    worker.register("isolated-hang", isolated_hang, isolated=True)
+    return worker
+
+
+def make_worker(store: Store) -> Worker:
+    """The `--app` factory: short leases and heartbeats so process tests run fast."""
+    return register_all(Worker(store, queues=["default"], concurrency=8, lease_ms=1500,
+                               heartbeat_ms=300, kill_grace_ms=500, duty_interval_ms=200))

@@ -1,0 +1,400 @@
+"""The worker runtime in-process: context writes and fencing, timeouts, decoding,
+isolated children, operator signals and cancellation, drain and release, duties.
+
+Workers here run in a background thread of the test process against the shared
+`store` fixture; an operator is simply a second store on the same database.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from test_worker_app import register_all
+
+import headgate
+from headgate import Job, LeaseLost, Outcome, State, Store, Worker
+from headgate.worker import DEADLINE_HEADER, EXIT_RESTART, JobContext
+from headgate.worker.context import AttemptGate
+
+FAST = {"heartbeat_ms": 100, "poll_ceiling_ms": 50, "kill_grace_ms": 300,
+        "timeout_grace_ms": 300, "lease_ms": 1500}
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.01)
+
+
+def state_of(store: Store, job_id: str) -> State | None:
+    job = store.get_job(job_id)
+    return None if job is None else job.state
+
+
+@pytest.fixture
+def make_worker(store: Store) -> Iterator[Callable[..., Worker]]:
+    """Builds (not starts) workers with the test app's handlers; stops them at the end."""
+    made: list[Worker] = []
+
+    def _make(**options: Any) -> Worker:
+        worker = register_all(Worker(store, **{"concurrency": 4, **FAST, **options}))
+        made.append(worker)
+        return worker
+
+    yield _make
+    for worker in made:
+        if worker._started:
+            worker.stop(drain_ms=0, timeout=15)
+
+
+class Gate:
+    """A handler that blocks until the test opens it, recording what it saw."""
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+        self.started: list[str] = []
+        self.saw_cancel: dict[str, str | None] = {}
+
+    def __call__(self, job: Job, ctx: JobContext) -> bytes:
+        self.started.append(job.id)
+        deadline = time.monotonic() + 20
+        while not self.open.is_set() and time.monotonic() < deadline:
+            if ctx.cancelled.wait(0.01):
+                self.saw_cancel[job.id] = ctx.cancel_reason
+                break
+        return b"gate passed"
+
+
+def worker_row(store: Store, worker: Worker) -> dict:
+    rows = [w for w in store.list_workers(60_000) if w["worker_id"] == worker.worker_id]
+    return rows[0] if rows else {}
+
+
+# -- context: progress, output, result, fencing ------------------------------------------
+
+def test_progress_output_and_result_written_by_a_handler_are_readable(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    seen: dict[str, Any] = {}
+    worker = make_worker()
+
+    def report(job: Job, ctx: JobContext) -> None:
+        seen["progress"] = ctx.progress(2, 5, "two of five")
+        seen["output"] = ctx.output(b'{"rows": 2}', schema_version=3)
+        ctx.set_result(b"final", schema_version=2)
+        ctx.logger.info("this success keeps no logs by default")
+
+    worker.register("report", report)
+    job_id = headgate.Client(store).enqueue("report", b"")
+    worker.start()
+    wait_for(lambda: state_of(store, job_id) is State.COMPLETED, 10, "completion")
+    assert seen == {"progress": True, "output": True}
+    progress = store.get_progress(job_id)
+    assert (progress.current, progress.total, progress.message, progress.fence) == (
+        2, 5, "two of five", 1)
+    output = store.get_output(job_id)
+    assert (output.bytes, output.schema_version, output.fence) == (b'{"rows": 2}', 3, 1)
+    result = store.get_result(job_id)
+    assert (result.bytes, result.schema_version) == (b"final", 2)
+    assert store.get_job(job_id).errors == []
+
+
+def test_a_write_from_a_superseded_attempt_is_refused(store: Store) -> None:
+    job_id = headgate.Client(store).enqueue("report", b"")
+    [old] = store.admit("old-worker", ["default"], 1, lease_ms=30)
+    time.sleep(0.05)
+    assert store.reclaim_expired() == 1
+    store.reschedule_job(job_id, 0)
+    [new] = store.admit("new-worker", ["default"], 1, lease_ms=30_000)
+    assert new.fence == old.fence + 1
+
+    # The store refuses the old attempt's fenced writes...
+    with pytest.raises(LeaseLost):
+        store.report_progress(old, 1, 2)
+    with pytest.raises(LeaseLost):
+        store.write_output(old, b"stale")
+    with pytest.raises(LeaseLost):
+        store.ack(old, Outcome.SUCCESS)
+    # ...and the handler's context turns that into "stop": cancelled, later writes
+    # dropped without another round trip.
+    gate = AttemptGate()
+    ctx = JobContext(store, old, b"", gate, logging.getLogger("t"), "old-worker")
+    assert ctx.progress(1, 2) is False
+    assert ctx.cancelled.is_set() and ctx.cancel_reason == "lease lost"
+    assert ctx.output(b"stale") is False
+    # The current attempt writes fine and its values are what readers see.
+    store.report_progress(new, 1, 2, "current")
+    assert store.get_progress(job_id).message == "current"
+    assert store.get_output(job_id) is None
+
+
+# -- timeouts, deadlines, decoding -------------------------------------------------------
+
+def test_handler_timeout_cancels_it_and_records_a_retry(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    gate = Gate()
+    worker = make_worker()
+    worker.register("slow", gate, timeout_ms=200)
+    job_id = headgate.Client(store).enqueue("slow", b"")
+    worker.start()
+    wait_for(lambda: state_of(store, job_id) is State.RETRYABLE, 10, "the timeout retry")
+    job = store.get_job(job_id)
+    assert gate.saw_cancel == {job_id: "timed out"}
+    assert job.attempt == 1
+    assert job.errors[-1]["error"] == "timed out after 200 ms"
+    assert job.errors[-1]["outcome"] == "retry"
+
+
+def test_a_handler_that_ignores_its_timeout_is_recorded_after_the_grace(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    release = threading.Event()
+
+    def stubborn(job: Job, ctx: JobContext) -> None:
+        release.wait(20)  # never looks at ctx.cancelled
+
+    worker = make_worker(concurrency=1, timeout_grace_ms=200)
+    worker.register("stubborn", stubborn, timeout_ms=100)
+    client = headgate.Client(store)
+    job_id = client.enqueue("stubborn", b"")
+    worker.start()
+    wait_for(lambda: state_of(store, job_id) is State.RETRYABLE, 5, "the forced record")
+    assert store.get_job(job_id).errors[-1]["error"] == "timed out after 100 ms"
+    # Its thread is still stuck, so the only slot stays taken: nothing else starts.
+    other = client.enqueue("ok", b"")
+    time.sleep(0.3)
+    assert state_of(store, other) is State.AVAILABLE
+    release.set()
+    wait_for(lambda: state_of(store, other) is State.COMPLETED, 5, "the slot to free up")
+
+
+def test_deadlines_skip_jobs_that_are_too_late(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    gate = Gate()
+    worker = make_worker()
+    worker.register("late", lambda job, ctx: None, deadline_ms=1)
+    worker.register("long", gate, deadline_ms=400)
+    client = headgate.Client(store)
+    late = client.enqueue("late", b"")
+    past = client.enqueue("ok", b"", headers={DEADLINE_HEADER: str(store.now_ms() - 1)})
+    running = client.enqueue("long", b"")
+    time.sleep(0.01)
+    worker.start()
+    for job_id in (late, past):
+        wait_for(lambda j=job_id: state_of(store, j) is State.ARCHIVED, 10, "skip")
+        assert store.get_job(job_id).errors[-1]["error"].startswith("deadline passed")
+    wait_for(lambda: state_of(store, running) is State.ARCHIVED, 10, "deadline while running")
+    assert gate.saw_cancel == {running: "deadline exceeded"}
+    assert store.get_job(running).errors[-1]["error"] == "deadline exceeded while running"
+
+
+def test_unknown_kinds_and_bad_payloads_are_undecodable_and_decoders_upcast(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    client = headgate.Client(store)
+    v1 = client.enqueue("user.greet", b'{"user": "ada"}', schema_version=1)
+    v2 = client.enqueue("user.hello", b'{"name": "bob", "version": 2}', schema_version=2)
+    v3 = client.enqueue("user.greet", b"{}", schema_version=3)
+    broken = client.enqueue("user.greet", b"\xff", schema_version=2)
+    unknown = client.enqueue("no.such.kind", b"")
+    worker = make_worker()
+    worker.start()
+    wait_for(lambda: all(state_of(store, j) in (State.COMPLETED, State.UNDECODABLE)
+                         for j in (v1, v2, v3, broken, unknown)), 10, "all five")
+    assert store.get_result(v1).bytes == b"ada@2"   # upcast from version 1
+    assert store.get_result(v2).bytes == b"bob@2"   # via the alias kind
+    for job_id, text in (
+        (v3, "schema_version 3 is newer than this worker understands (2)"),
+        (broken, "payload is not valid JSON"),
+        (unknown, "no handler for kind 'no.such.kind'"),
+    ):
+        job = store.get_job(job_id)
+        assert job.state is State.UNDECODABLE and job.attempt == 0
+        assert job.errors[-1]["error"].startswith(text)
+
+
+# -- isolated mode ---------------------------------------------------------------------
+
+def test_isolated_child_reports_progress_output_and_result_through_the_parent(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    job_id = headgate.Client(store).enqueue("isolated-report", b"")
+    make_worker().start()
+    wait_for(lambda: state_of(store, job_id) is State.COMPLETED, 30, "the isolated job")
+    progress = store.get_progress(job_id)
+    assert (progress.current, progress.total, progress.message) == (3, 4, "three quarters")
+    output = store.get_output(job_id)
+    assert (output.bytes, output.schema_version) == (b"partial output", 2)
+    assert store.get_result(job_id).bytes == b"isolated result"
+
+
+def test_isolated_child_that_dies_is_a_retry_of_that_attempt(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    job_id = headgate.Client(store).enqueue("isolated-crash", b"")
+    worker = make_worker()
+    worker.start()
+    wait_for(lambda: state_of(store, job_id) is State.RETRYABLE, 30, "the crash retry")
+    job = store.get_job(job_id)
+    assert (job.attempt, job.crash_attempt) == (1, 0)
+    assert job.errors[-1]["error"] == "child process died (signal 9, SIGKILL)"
+    assert worker.status == "running"  # the worker itself is fine
+
+
+def test_isolated_child_that_ignores_sigterm_is_killed_after_the_grace(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    worker = make_worker(kill_grace_ms=300)
+    worker.configure(timeout_ms=300)
+    job_id = headgate.Client(store).enqueue("isolated-hang", b"")
+    started = time.monotonic()
+    worker.start()
+    wait_for(lambda: state_of(store, job_id) is State.RETRYABLE, 30, "the killed child")
+    assert time.monotonic() - started < 10  # not the child's 60 s sleep
+    assert store.get_job(job_id).errors[-1]["error"] == "timed out after 300 ms"
+
+
+# -- operator signals and cancellation ------------------------------------------------------
+
+def test_quiet_stops_admission_in_flight_finishes_resume_restarts_terminate_stops(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    gate = Gate()
+    worker = make_worker(concurrency=2)
+    worker.register("gate", gate)
+    client = headgate.Client(store)
+    held = [client.enqueue("gate", b"") for _ in range(2)]
+    worker.start()
+    wait_for(lambda: len(gate.started) == 2, 10, "both gated jobs to run")
+
+    store.signal_worker(worker.worker_id, "quiet")
+    wait_for(lambda: worker_row(store, worker).get("status") == "quiet", 5, "quiet ack")
+    waiting = client.enqueue("ok", b"")
+    gate.open.set()
+    wait_for(lambda: all(state_of(store, j) is State.COMPLETED for j in held), 5,
+             "in-flight jobs to finish while quiet")
+    time.sleep(0.4)
+    assert state_of(store, waiting) is State.AVAILABLE
+
+    store.signal_worker(worker.worker_id, "resume")
+    wait_for(lambda: state_of(store, waiting) is State.COMPLETED, 5, "admission to resume")
+    assert worker_row(store, worker)["status"] == "running"
+
+    store.signal_worker(worker.worker_id, "terminate")
+    assert worker.join(10) == 0
+    assert worker_row(store, worker)["status"] == "stopped"
+    assert worker_row(store, worker)["inflight"] == 0
+
+
+def test_restart_signal_drains_and_exits_with_the_supervisor_code(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    worker = make_worker()
+    worker.start()
+    wait_for(lambda: worker_row(store, worker), 5, "the first heartbeat")
+    store.signal_worker(worker.worker_id, "restart")
+    assert worker.join(10) == EXIT_RESTART == 75
+
+
+def test_operator_cancel_reaches_the_running_handler_and_the_job_ends_cancelled(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    gate = Gate()
+    worker = make_worker(lease_ms=30_000)  # only the heartbeat can tell it
+    worker.register("gate", gate)
+    job_id = headgate.Client(store).enqueue("gate", b"")
+    worker.start()
+    wait_for(lambda: gate.started == [job_id], 10, "the job to start")
+    cancelled_at = time.monotonic()
+    store.operator_cancel(job_id)
+    wait_for(lambda: job_id in gate.saw_cancel, 5, "the handler to see the cancel")
+    assert time.monotonic() - cancelled_at < 1.0  # within a few 100 ms heartbeats
+    assert "operator cancel" in gate.saw_cancel[job_id]
+    time.sleep(0.2)
+    job = store.get_job(job_id)
+    # The handler returned normally afterwards; its "success" was not recorded.
+    assert job.state is State.CANCELLED and store.get_result(job_id) is None
+    assert worker.inflight == 0
+
+
+def test_stop_releases_unfinished_jobs_without_charging_an_attempt(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    gate = Gate()
+    worker = make_worker()
+    worker.register("gate", gate)
+    held = [headgate.Client(store).enqueue("gate", b"") for _ in range(3)]
+    worker.start()
+    wait_for(lambda: len(gate.started) == 3, 10, "three running jobs")
+    assert worker.stop(drain_ms=200, timeout=10) == 0
+    for job_id in held:
+        job = store.get_job(job_id)
+        assert job.state is State.AVAILABLE
+        assert (job.attempt, job.crash_attempt, job.errors) == (0, 0, [])
+        assert gate.saw_cancel[job_id] == "released at shutdown"
+
+
+def test_leases_are_renewed_so_a_long_job_outlives_its_lease(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    gate = Gate()
+    worker = make_worker(lease_ms=300, duties=True, duty_interval_ms=50)
+    worker.register("gate", gate)
+    job_id = headgate.Client(store).enqueue("gate", b"")
+    worker.start()
+    wait_for(lambda: gate.started, 10, "the job to start")
+    time.sleep(1.2)  # four leases long, with this worker's own reclaimer sweeping
+    assert state_of(store, job_id) is State.RUNNING
+    gate.open.set()
+    wait_for(lambda: state_of(store, job_id) is State.COMPLETED, 5, "completion")
+    job = store.get_job(job_id)
+    assert (job.fence, job.crash_attempt, gate.saw_cancel) == (1, 0, {})
+
+
+def test_duties_run_under_a_lease_and_resign_hands_them_over(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    worker = make_worker(duties=True, duty_interval_ms=50, resign_cooldown_ms=60_000)
+    worker.start()
+
+    def holders() -> dict[str, str]:
+        now = store.now_ms()
+        return {d["name"]: d["holder"] for d in store.duty_holders()
+                if d["expires_at_ms"] > now}
+
+    wait_for(lambda: holders() == {"reclaimer": worker.worker_id,
+                                   "promoter": worker.worker_id}, 5, "duty leases")
+    # Another process cannot take them while they are held...
+    assert store.claim_duty("reclaimer", "someone-else", 1000) is False
+    store.signal_worker(worker.worker_id, "resign")
+    wait_for(lambda: holders() == {}, 5, "the duties to be released")
+    # ...and after a resign it can, while this worker keeps working.
+    assert store.claim_duty("reclaimer", "someone-else", 1000) is True
+    job_id = headgate.Client(store).enqueue("ok", b"")
+    wait_for(lambda: state_of(store, job_id) is State.COMPLETED, 5, "work after resign")
+
+
+def test_an_idle_worker_in_the_same_process_picks_up_at_once(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    worker = make_worker(poll_ceiling_ms=5_000, probe_interval_ms=1_000)
+    seen: list[float] = []
+    worker.register("stamp", lambda job, ctx: seen.append(time.monotonic()))
+    worker.start()
+    time.sleep(1.0)  # idle: the backoff has grown far past the enqueue below
+    enqueued = time.monotonic()
+    headgate.Client(store).enqueue("stamp", b"")
+    wait_for(lambda: seen, 5, "pickup")
+    assert seen[0] - enqueued < 0.2  # woken by the store's activity signal, not a poll
