@@ -1,0 +1,76 @@
+"""Stored responses for the control API's Idempotency-Key (SPEC §10).
+
+A request first *begins* its key (an in-progress row, so a concurrent duplicate is told
+to wait rather than acting twice), then either *completes* it with the response to
+replay or *aborts* it so a retry runs again. Rows live in the database, so a replay
+works after a restart and from any serve process on the same database.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+DAY_MS = 24 * 3_600_000
+# An in-progress row older than this belongs to a request that died mid-way.
+STALE_MS = 60_000
+PURGE_BATCH = 100
+
+SELECT_KEY = (
+    "SELECT request_hash, state, status, headers, body, created_at_ms, expires_at_ms "
+    "FROM api_idempotency WHERE scope_key = ?{for_update}"
+)
+UPSERT_IN_PROGRESS = (
+    "INSERT INTO api_idempotency (scope_key, request_hash, state, status, headers, body, "
+    "created_at_ms, expires_at_ms) VALUES (?, ?, 'in_progress', NULL, NULL, NULL, ?, ?) "
+    "ON CONFLICT (scope_key) DO UPDATE SET request_hash = excluded.request_hash, "
+    "state = 'in_progress', status = NULL, headers = NULL, body = NULL, "
+    "created_at_ms = excluded.created_at_ms, expires_at_ms = excluded.expires_at_ms"
+)
+
+
+def purge(conn: Any, now: int) -> None:
+    """Drop a bounded number of expired keys; called on every begin, so it keeps up."""
+    conn.execute(
+        "DELETE FROM api_idempotency WHERE scope_key IN (SELECT scope_key FROM "
+        "api_idempotency WHERE expires_at_ms <= ? LIMIT ?)", (now, PURGE_BATCH),
+    )
+
+
+def begin(conn: Any, now: int, scope_key: str, request_hash: str, ttl_ms: int,
+          stale_ms: int = STALE_MS) -> dict[str, Any] | None:
+    """None: the caller owns the key and must complete or abort it. Otherwise the
+    existing record: `state` done (with status/headers/body) or in_progress."""
+    conn.dialect.lock_key(conn, scope_key.encode())
+    purge(conn, now)
+    row = conn.execute(
+        SELECT_KEY.format(for_update=conn.dialect.for_update), (scope_key,)
+    ).fetchone()
+    if row is not None:
+        request, state, status, headers, body, created, expires = row
+        abandoned = state == "in_progress" and created <= now - stale_ms
+        if expires > now and not abandoned:
+            return {
+                "request_hash": request,
+                "state": state,
+                "status": status,
+                "headers": json.loads(headers) if headers else {},
+                "body": bytes(body) if body is not None else b"",
+            }
+    conn.execute(UPSERT_IN_PROGRESS, (scope_key, request_hash, now, now + ttl_ms))
+    return None
+
+
+def complete(conn: Any, scope_key: str, status: int, headers: dict[str, str],
+             body: bytes) -> None:
+    conn.execute(
+        "UPDATE api_idempotency SET state = 'done', status = ?, headers = ?, body = ? "
+        "WHERE scope_key = ?", (status, json.dumps(headers), body, scope_key),
+    )
+
+
+def abort(conn: Any, scope_key: str) -> None:
+    conn.execute(
+        "DELETE FROM api_idempotency WHERE scope_key = ? AND state = 'in_progress'",
+        (scope_key,),
+    )
