@@ -89,6 +89,33 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
+def _token_list(raw: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in raw.split(",") if t.strip())
+
+
+def read_tokens_file(path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(read-write, read-only) bearer tokens from a file: one per line, optionally
+    followed by `rw` (the default) or `ro`; blank lines and `#` comments are skipped.
+    A file keeps secrets out of the environment and the process list."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise ConfigError(f"HG_API_TOKENS_FILE cannot be read: {exc.strerror}") from None
+    full: list[str] = []
+    read_only: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        kind = words[1].lower() if len(words) > 1 else "rw"
+        if len(words) > 2 or kind not in ("rw", "ro"):
+            # The token itself is never echoed back.
+            raise ConfigError(f"HG_API_TOKENS_FILE line {number}: expected `TOKEN [rw|ro]`")
+        (read_only if kind == "ro" else full).append(words[0])
+    return tuple(full), tuple(read_only)
+
+
 @dataclass(frozen=True)
 class Settings:
     store: str = "sqlite"
@@ -100,6 +127,8 @@ class Settings:
     lease_ms: int = DEFAULT_LEASE_MS
     # Kept out of repr so settings can be logged without leaking credentials.
     api_tokens: tuple[str, ...] = field(default=(), repr=False)
+    # Bearer tokens that may only read (GET): support staff, dashboards on a wall.
+    api_read_tokens: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if self.store not in ("sqlite", "pg"):
@@ -108,7 +137,13 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-        tokens = tuple(t.strip() for t in env.get("HG_API_TOKENS", "").split(",") if t.strip())
+        tokens = _token_list(env.get("HG_API_TOKENS", ""))
+        read_tokens = _token_list(env.get("HG_API_READ_TOKENS", ""))
+        tokens_file = env.get("HG_API_TOKENS_FILE", "").strip()
+        if tokens_file:
+            file_tokens, file_read_tokens = read_tokens_file(tokens_file)
+            tokens += file_tokens
+            read_tokens += file_read_tokens
         return cls(
             store=env.get("HG_STORE", "").strip().lower() or "sqlite",
             sqlite_path=env.get("HG_SQLITE", "").strip() or DEFAULT_SQLITE_PATH,
@@ -118,6 +153,7 @@ class Settings:
             allow_remote=_bool(env, "HG_API_ALLOW_REMOTE"),
             lease_ms=_positive_int(env, "HG_LEASE_MS", DEFAULT_LEASE_MS),
             api_tokens=tokens,
+            api_read_tokens=read_tokens,
         )
 
     def store_url(self) -> str:
@@ -144,7 +180,7 @@ class Settings:
     def remote_bind_refusal(self, addr: str) -> str | None:
         """Why binding ``addr`` is refused (SPEC §10 Auth), or None when it is allowed."""
         host, _ = split_addr(addr)
-        if is_loopback_host(host) or self.allow_remote or self.api_tokens:
+        if is_loopback_host(host) or self.allow_remote or self.api_tokens or self.api_read_tokens:
             return None
         return (
             f"refusing to listen on {addr}: it is not a loopback address and nothing "

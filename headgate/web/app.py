@@ -8,31 +8,68 @@ database connection, and so a forking server opens it in the process that uses i
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import flask
 
 from headgate.config import Settings
 
+if TYPE_CHECKING:
+    from headgate.client import Authorizer, CircuitBreaker, InsertHook, Middleware, Plugin
+
 STORE_KEY = "headgate.store"
 SETTINGS_KEY = "headgate.settings"
+# Callables `(app, store)` run once, when the store is first available (e.g. the API's
+# event broadcaster and operations runner start there, not at import).
+ON_STORE_READY_KEY = "headgate.on_store_ready"
 _LOCK_KEY = "headgate.store_lock"
+_READY_KEY = "headgate.store_ready"
 
 # Liveness must not depend on the database (SPEC §12), so these skip the lazy open.
-_NO_STORE_ENDPOINTS = frozenset({"healthz", "api_healthz", "static"})
+_NO_STORE_ENDPOINTS = frozenset({"healthz", "api.healthz", "api.openapi", "static"})
 
 
-def create_app(store: Any = None, *, config: Settings | None = None) -> flask.Flask:
-    """Build the app; pass ``store`` to share one already open (tests, in-process use)."""
+def create_app(
+    store: Any = None,
+    *,
+    config: Settings | None = None,
+    enqueue_authorizer: Authorizer | None = None,
+    identity_from_request: Callable[[flask.Request], Any] | None = None,
+    circuit_breaker: CircuitBreaker | None = None,
+    middleware: Sequence[Middleware] = (),
+    insert_hooks: Sequence[InsertHook] = (),
+    plugins: Sequence[Plugin] = (),
+    background: bool = True,
+) -> flask.Flask:
+    """Build the app; pass ``store`` to share one already open (tests, in-process use).
+
+    The keyword hooks are the seed's ApiConfig embedding hooks, handed to the producer
+    Client behind HTTP enqueues: a per-kind enqueue authorizer (told the identity that
+    ``identity_from_request(flask.request)`` returns), a circuit breaker, middleware,
+    insert hooks and plugins. ``background=False`` leaves bulk operations to an
+    external duty runner calling ``store.run_operations_batch()``."""
+    from headgate import api  # deferred: the API imports this module's get_store
+
     settings = config if config is not None else Settings.from_env()
     # Explicit root so headgate/templates and headgate/static are found however the
     # package is installed.
     app = flask.Flask("headgate", root_path=str(Path(__file__).resolve().parent.parent))
     app.extensions[SETTINGS_KEY] = settings
     app.extensions[_LOCK_KEY] = threading.Lock()
+    app.extensions[ON_STORE_READY_KEY] = [api.on_store_ready]
     if store is not None:
         app.extensions[STORE_KEY] = store
+    hooks = api.ApiHooks(
+        enqueue_authorizer=enqueue_authorizer,
+        identity_from_request=identity_from_request,
+        circuit_breaker=circuit_breaker,
+        middleware=middleware,
+        insert_hooks=insert_hooks,
+        plugins=plugins,
+    )
+    api.init_app(app, settings, hooks, background=background)
 
     @app.before_request
     def _open_store() -> None:
@@ -40,8 +77,8 @@ def create_app(store: Any = None, *, config: Settings | None = None) -> flask.Fl
         if flask.request.endpoint not in _NO_STORE_ENDPOINTS:
             get_store(app)
 
+    # /api/v1/healthz is the API blueprint's own route.
     app.add_url_rule("/healthz", "healthz", _healthz)
-    app.add_url_rule("/api/v1/healthz", "api_healthz", _healthz)
     return app
 
 
@@ -53,7 +90,7 @@ def get_store(app: flask.Flask | None = None) -> Any:
     """The app's store, opening it on first use (once, even under concurrent requests)."""
     app = app if app is not None else flask.current_app
     store = app.extensions.get(STORE_KEY)
-    if store is not None:
+    if store is not None and app.extensions.get(_READY_KEY):
         return store
     with app.extensions[_LOCK_KEY]:
         store = app.extensions.get(STORE_KEY)
@@ -63,4 +100,8 @@ def get_store(app: flask.Flask | None = None) -> Any:
             settings: Settings = app.extensions[SETTINGS_KEY]
             store = headgate.open_store(settings.store_url())
             app.extensions[STORE_KEY] = store
+        if not app.extensions.get(_READY_KEY):
+            app.extensions[_READY_KEY] = True
+            for hook in app.extensions.get(ON_STORE_READY_KEY, ()):
+                hook(app, store)
     return store

@@ -1,0 +1,90 @@
+"""The control API (SPEC §10): a Flask blueprint at `/api/v1` implementing the seed
+contract route by route, plus `/metrics` and `/readyz` at the top level.
+
+Modules follow the API's seams: `errors` (envelope, store-error mapping), `params`
+(body/query parsing with the seed's normalized rejections), `auth` (tokens, read-only),
+`idempotency` (Idempotency-Key storage and replay), then the route groups — `jobs`,
+`queues`, `policy`, `workers`, `periodic`, `operations` (bulk + runner), `events`
+(SSE), `system`, `openapi` — and `metrics`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import flask
+from werkzeug.exceptions import HTTPException
+
+from headgate.config import Settings
+
+from . import events as _events
+
+# Route modules register on the blueprint when imported.
+from . import (  # noqa: F401
+    jobs,
+    openapi,
+    operations,
+    periodic,
+    policy,
+    queues,
+    system,
+    workers,
+)
+from .auth import TokenSet
+from .blueprint import bp
+from .context import API_KEY, ApiHooks, ApiState, api_state
+from .errors import handle_http_exception, handle_unexpected
+from .metrics import Metrics, ops_bp
+
+# A 1 MiB payload is ~1.4 MB of base64; the rest of an envelope fits in the margin.
+MAX_CONTENT_LENGTH = 2 * 1024 * 1024 + 256 * 1024
+
+__all__ = ["ApiHooks", "MAX_CONTENT_LENGTH", "bp", "init_app", "on_store_ready", "shutdown"]
+
+
+def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None, *,
+             background: bool = True) -> None:
+    """Mount the API on `app`. `background=False` skips the operations runner thread
+    (for an embedding app whose duty runner calls `store.run_operations_batch`)."""
+    state = ApiState(
+        settings=settings,
+        hooks=hooks or ApiHooks(),
+        tokens=TokenSet.from_settings(settings),
+        read_only=settings.read_only,
+    )
+    app.extensions[API_KEY] = state
+    app.extensions["headgate.api.background"] = background
+    app.config.setdefault("MAX_CONTENT_LENGTH", MAX_CONTENT_LENGTH)
+    app.register_blueprint(bp)
+    app.register_blueprint(ops_bp)
+    app.register_error_handler(HTTPException, handle_http_exception)
+    app.register_error_handler(Exception, handle_unexpected)
+
+    from headgate.web.app import get_store  # deferred: the web layer imports this package
+
+    state.metrics = Metrics(lambda: get_store(app), int(time.time() * 1000))
+    app.before_request(state.metrics.before_request)
+    app.after_request(state.metrics.after_request)
+
+
+def on_store_ready(app: flask.Flask, store: object) -> None:
+    """Start what needs the store: the SSE broadcaster and the operations runner."""
+    state = api_state(app)
+    if state.broadcaster is None:
+        state.broadcaster = _events.EventBroadcaster(store.activity)  # type: ignore[attr-defined]
+    if state.runner is None and app.extensions.get("headgate.api.background", True):
+        state.runner = operations.OperationsRunner(store)  # type: ignore[arg-type]
+        state.runner.start()
+
+
+def shutdown(app: flask.Flask) -> None:
+    """Stop the API's threads (before the store is closed)."""
+    state = app.extensions.get(API_KEY)
+    if state is None:
+        return
+    if state.runner is not None:
+        state.runner.stop()
+        state.runner = None
+    if state.broadcaster is not None:
+        state.broadcaster.stop()
+        state.broadcaster = None

@@ -1,0 +1,75 @@
+"""The `/api/v1` blueprint and the checks every request passes before its handler.
+
+Order (outermost first, as the seed layers them): authentication, read-only mode,
+Idempotency-Key. Only requests that reach a route of this blueprint pass here; unknown
+paths and methods are answered by the app-level JSON 404/405 handlers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flask
+
+from headgate.core import HeadgateError
+
+from . import idempotency
+from .auth import authenticate
+from .context import api_state
+from .errors import ApiError, store_error
+
+bp = flask.Blueprint("api", __name__, url_prefix="/api/v1")
+
+# Liveness answers without credentials: it reveals nothing and probes carry none.
+UNAUTHENTICATED_ENDPOINTS = frozenset({"api.healthz"})
+
+
+@bp.before_request
+def _guard() -> flask.Response | None:
+    request = flask.request
+    if request.endpoint in UNAUTHENTICATED_ENDPOINTS:
+        return None
+    state = api_state()
+    who = authenticate(state.tokens)
+    flask.g.headgate_caller = who
+    if request.method != "GET":
+        # The enforcement: a UI only mirrors it by disabling its buttons.
+        if state.read_only:
+            raise ApiError(403, "read-only mode")
+        if who.read_only:
+            raise ApiError(403, "read-only token")
+    if request.method in idempotency.MUTATING:
+        return idempotency.before_mutation()
+    return None
+
+
+bp.after_request(idempotency.after_request)
+bp.teardown_request(idempotency.teardown)
+
+
+@bp.errorhandler(ApiError)
+def _api_error(exc: ApiError) -> flask.Response:
+    return exc.response()
+
+
+@bp.errorhandler(HeadgateError)
+def _store_error(exc: HeadgateError) -> flask.Response:
+    return store_error(exc).response()
+
+
+def no_content(headers: dict[str, str] | None = None) -> flask.Response:
+    resp = flask.Response(status=204)
+    for key, value in (headers or {}).items():
+        resp.headers[key] = value
+    return resp
+
+
+def empty_ok() -> flask.Response:
+    """The seed's bare `StatusCode::OK` (PUT routes): 200 with an empty body."""
+    return flask.Response(b"", status=200)
+
+
+def json_response(body: Any, status: int = 200) -> flask.Response:
+    resp = flask.jsonify(body)
+    resp.status_code = status
+    return resp

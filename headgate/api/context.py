@@ -1,0 +1,110 @@
+"""Per-app state of the API: the embedding hooks, the producer client built from them,
+the background helpers, and the accessors handlers use.
+
+Everything lives in `app.extensions`, never in module globals, so several apps (tests,
+an embedding application) can coexist in one process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import flask
+
+import headgate
+from headgate.client import Authorizer, CircuitBreaker, Client, InsertHook, Middleware, Plugin
+from headgate.config import Settings
+from headgate.store.port import Store
+
+from .auth import ANONYMOUS, Caller, TokenSet
+
+if TYPE_CHECKING:
+    from .events import EventBroadcaster
+    from .metrics import Metrics
+    from .operations import OperationsRunner
+
+API_KEY = "headgate.api"
+
+
+@dataclass
+class ApiHooks:
+    """The embedding hooks of the seed's ApiConfig, handed to the producer Client.
+
+    `identity_from_request(flask.request)` is how the embedding app tells headgate who
+    is enqueueing (the seed's EnqueueIdentity request extension); without it the
+    identity is the bearer token's (or None when no tokens are configured)."""
+
+    enqueue_authorizer: Authorizer | None = None
+    identity_from_request: Callable[[flask.Request], Any] | None = None
+    circuit_breaker: CircuitBreaker | None = None
+    middleware: Sequence[Middleware] = ()
+    insert_hooks: Sequence[InsertHook] = ()
+    plugins: Sequence[Plugin] = ()
+
+
+@dataclass
+class ApiState:
+    settings: Settings
+    hooks: ApiHooks
+    tokens: TokenSet
+    read_only: bool
+    version: str = headgate.__version__
+    started_at: float = field(default_factory=time.time)
+    started_monotonic: float = field(default_factory=time.monotonic)
+    client: Client | None = None
+    broadcaster: EventBroadcaster | None = None
+    runner: OperationsRunner | None = None
+    metrics: Metrics | None = None
+
+    def producer(self, store: Store) -> Client:
+        if self.client is None or self.client.store is not store:
+            hooks = self.hooks
+            kwargs: dict[str, Any] = {
+                "middleware": hooks.middleware,
+                "insert_hooks": hooks.insert_hooks,
+                "plugins": hooks.plugins,
+                "circuit_breaker": hooks.circuit_breaker,
+            }
+            if hooks.enqueue_authorizer is not None:
+                kwargs["authorizer"] = hooks.enqueue_authorizer
+            self.client = Client(store, **kwargs)
+        return self.client
+
+
+def api_state(app: flask.Flask | None = None) -> ApiState:
+    app = app if app is not None else flask.current_app
+    return app.extensions[API_KEY]  # type: ignore[no-any-return]
+
+
+def store() -> Store:
+    from headgate.web.app import get_store  # deferred: web imports this package
+
+    return get_store()  # type: ignore[no-any-return]
+
+
+def producer() -> Client:
+    return api_state().producer(store())
+
+
+def caller() -> Caller:
+    return flask.g.get("headgate_caller") or Caller(ANONYMOUS)
+
+
+def enqueue_identity() -> Any:
+    """Who the enqueue authorizer is told is calling."""
+    hook = api_state().hooks.identity_from_request
+    if hook is not None:
+        return hook(flask.request)
+    who = caller()
+    return who.identity if who.authenticated else None
+
+
+def enqueue_context() -> headgate.EnqueueContext:
+    return headgate.EnqueueContext(source="http", identity=enqueue_identity())
+
+
+def idempotency_key() -> str:
+    return flask.request.headers.get("Idempotency-Key", "").strip()
