@@ -63,7 +63,14 @@ def main() -> None:
     show_default=True,
     help="Request threads; each held SSE/WebSocket connection occupies one.",
 )
-def serve(addr: str | None, store_url: str | None, threads: int) -> None:
+@click.option(
+    "--duties/--no-duties",
+    default=True,
+    show_default=True,
+    help="Run the background duties (reclaimer, promoter, periodic scheduler, retention, "
+    "operations, worker aging, history) under duty leases.",
+)
+def serve(addr: str | None, store_url: str | None, threads: int, duties: bool) -> None:
     """Run the API server (gunicorn, one process, gthread workers)."""
     settings = _settings(store_url)
     addr = addr or settings.api_addr
@@ -73,10 +80,27 @@ def serve(addr: str | None, store_url: str | None, threads: int) -> None:
         _fail(str(exc))
     if refusal:
         _fail(refusal)
-    _run_gunicorn(replace(settings, api_addr=addr), threads)
+    _run_gunicorn(replace(settings, api_addr=addr), threads, duties)
 
 
-def _run_gunicorn(settings: Settings, threads: int) -> None:
+def _start_duties(app: Any, store: Any) -> Any:
+    """The serve process's DutyRunner. Periodic jobs go through the API's producer, so
+    its enqueue authorizer, middleware and hooks apply to them too."""
+    from headgate.duties import DutyRunner
+
+    client = None
+    try:
+        from headgate.api.context import api_state
+
+        client = api_state(app).producer(store)
+    except (ImportError, KeyError):  # API not mounted: a plain Client
+        pass
+    runner = DutyRunner(store, client=client)
+    runner.start()
+    return runner
+
+
+def _run_gunicorn(settings: Settings, threads: int, duties: bool = True) -> None:
     # Imported here so `headgate migrate` and `--help` stay light.
     from gunicorn.app.base import BaseApplication
 
@@ -95,8 +119,16 @@ def _run_gunicorn(settings: Settings, threads: int) -> None:
                 # Default control socket is one fixed path per user: two servers
                 # (or parallel tests) would fight over it, and we don't use it.
                 "control_socket_disable": True,
+                # In the worker process, on its way out: step down from duty leases
+                # so another server takes over on its next tick, not after the TTL.
+                "worker_exit": lambda server, worker: self._stop_duties(),
             }
+            self._duties: Any = None
             super().__init__()
+
+        def _stop_duties(self) -> None:
+            if self._duties is not None:
+                self._duties.stop()
 
         def load_config(self) -> None:
             for key, value in self._options.items():
@@ -107,7 +139,9 @@ def _run_gunicorn(settings: Settings, threads: int) -> None:
             app = create_app(config=settings)
             # Open (and migrate) now: a bad store URL should fail start-up, not the
             # first request.
-            get_store(app)
+            store = get_store(app)
+            if duties:
+                self._duties = _start_duties(app, store)
             return app
 
     _Server().run()

@@ -1,0 +1,474 @@
+"""The duty runner (SPEC §6): duty leases across processes, hand-over, failing duties,
+and the maintenance duties' effects (retention, prune, stale workers, queue depth).
+
+Multi-process tests spawn real interpreters running a small script on one SQLite file
+and kill them with real signals; everything runs on the real clock.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import headgate
+from headgate import Client, Outcome, Store
+from headgate.duties import MIN_TTL_MS, STANDARD_DUTIES, DutyRunner
+
+FAST = 0.2  # seconds between ticks in these tests
+FAST_INTERVALS = {name: FAST for name in STANDARD_DUTIES}
+LEASE_S = max(MIN_TTL_MS / 1000, 3 * FAST)
+
+SCRIPT = textwrap.dedent("""
+    import json, signal, sys, threading
+    import headgate
+    from headgate.duties import DutyRunner, STANDARD_DUTIES
+
+    store = headgate.open_store(sys.argv[1], migrate=False)
+    runner = DutyRunner(store, holder=sys.argv[2],
+                        intervals={name: 0.2 for name in STANDARD_DUTIES})
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    runner.start()
+    print("started", flush=True)
+    done.wait()
+    runner.stop()
+    print(json.dumps(runner.stats_dict()), flush=True)
+""")
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path}/duties.db"
+    headgate.open_store(url).close()  # migrate once, before any process starts
+    yield url
+
+
+@pytest.fixture
+def spawn(tmp_path: Path, db_url: str) -> Iterator:
+    script = tmp_path / "duty_process.py"
+    script.write_text(SCRIPT)
+    procs: list[subprocess.Popen[str]] = []
+
+    def _spawn(holder: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), db_url, holder], stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True,
+        )
+        procs.append(proc)
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "started"
+        return proc
+
+    yield _spawn
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def stop(proc: subprocess.Popen[str]) -> dict[str, dict]:
+    """SIGTERM, then the stats the process printed on its way out."""
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def holders(store: Store) -> dict[str, str]:
+    now = store.now_ms()
+    return {d["name"]: d["holder"] for d in store.duty_holders() if d["expires_at_ms"] > now}
+
+
+def wait_for(predicate, timeout: float, step: float = 0.05) -> float:
+    """Seconds until predicate() held; fails after `timeout`."""
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(step)
+    return time.monotonic() - start
+
+
+def periodic_ticks(store: Store, schedule_id: str) -> list[int]:
+    ticks, cursor = [], None
+    while True:
+        page = store.list_jobs(headgate.JobFilter(), cursor=cursor, limit=200)
+        ticks += [j.periodic_tick_ms for j in page.jobs if j.periodic_schedule_id == schedule_id]
+        if page.next_cursor is None:
+            return sorted(t for t in ticks if t is not None)
+        cursor = page.next_cursor
+
+
+# -- across processes -----------------------------------------------------------------
+
+
+def test_two_processes_run_each_duty_once_and_fire_each_tick_once(
+    spawn, db_url: str
+) -> None:
+    store = headgate.open_store(db_url, migrate=False)
+    # Every second (6 fields); backfill covers any tick a lease hand-over straddles.
+    store.upsert_schedule({"id": "every-second", "kind": "beat", "spec": "* * * * * *",
+                           "on_missed": "backfill", "backfill_limit": 20})
+    a, b = spawn("proc-a"), spawn("proc-b")
+    time.sleep(10.5)
+    live = holders(store)
+    stats = {"proc-a": stop(a), "proc-b": stop(b)}
+    first_enqueue = store.now_ms()
+
+    duties = [d for d in STANDARD_DUTIES if d in stats["proc-a"]]
+    assert {"reclaimer", "promoter", "scheduler", "retention", "worker_aging",
+            "history"} <= set(duties)
+    assert set(live) == set(duties)
+    for duty in duties:
+        runs = {p: s[duty]["runs"] for p, s in stats.items()}
+        # Exactly one process ran it; the other skipped every tick.
+        assert sorted(runs.values())[0] == 0, (duty, runs)
+        assert sorted(runs.values())[1] > 0, (duty, runs)
+        ran = max(runs, key=runs.__getitem__)
+        assert live[duty] == ran
+        assert stats[ran][duty]["errors"] == 0
+        other = "proc-b" if ran == "proc-a" else "proc-a"
+        assert stats[other][duty]["skipped"] > 0
+
+    ticks = periodic_ticks(store, "every-second")
+    # One job per tick: no tick twice, no gap, about ten of them.
+    assert len(ticks) == len(set(ticks))
+    assert ticks == list(range(ticks[0], ticks[-1] + 1000, 1000))
+    assert 9 <= len(ticks) <= 12
+    assert ticks[-1] <= first_enqueue
+    events = store.list_schedule_events("every-second", None, 100)
+    assert {e["outcome"] for e in events} == {"enqueued"}
+    assert len(events) == len(ticks)
+    store.close()
+
+
+def test_kill_9_of_holder_hands_duties_over_within_one_lease(spawn, db_url: str) -> None:
+    store = headgate.open_store(db_url, migrate=False)
+    store.upsert_schedule({"id": "beat", "kind": "beat", "spec": "* * * * * *",
+                           "on_missed": "backfill", "backfill_limit": 20})
+    a = spawn("proc-a")
+    wait_for(lambda: set(holders(store).values()) == {"proc-a"}
+             and "scheduler" in holders(store), 5)
+    b = spawn("proc-b")
+    time.sleep(1.0)
+    assert set(holders(store).values()) == {"proc-a"}  # b waits its turn
+    a.kill()  # SIGKILL: no release, the lease must expire
+    a.wait()
+    killed = time.monotonic()
+    for duty in ("reclaimer", "promoter", "scheduler", "history"):
+        wait_for(lambda d=duty: holders(store).get(d) == "proc-b",
+                 LEASE_S + FAST + 1.5 - (time.monotonic() - killed))
+    handover = time.monotonic() - killed
+    assert handover <= LEASE_S + FAST + 1.5
+    time.sleep(1.5)
+    stats_b = stop(b)
+    assert stats_b["scheduler"]["runs"] > 0 and stats_b["scheduler"]["skipped"] > 0
+    ticks = periodic_ticks(store, "beat")
+    # Across the kill: every tick exactly once (the gap was backfilled by b).
+    assert ticks == list(range(ticks[0], ticks[-1] + 1000, 1000))
+    assert len(ticks) >= 5
+    store.close()
+
+
+# -- in one process --------------------------------------------------------------------
+
+
+def test_stop_and_resign_release_leases_for_the_next_tick(db_url: str) -> None:
+    s1, s2 = headgate.open_store(db_url, migrate=False), headgate.open_store(db_url,
+                                                                             migrate=False)
+    r1 = DutyRunner(s1, holder="r1", intervals=FAST_INTERVALS, duties=["promoter"])
+    r2 = DutyRunner(s2, holder="r2", intervals=FAST_INTERVALS, duties=["promoter"])
+    try:
+        r1.start()
+        wait_for(lambda: r1.held() == ["promoter"], 3)
+        r2.start()
+        time.sleep(0.5)
+        assert r2.held() == [] and holders(s1)["promoter"] == "r1"
+        # Resigning hands over within a tick, far sooner than the 3 s lease.
+        r1.resign(cooldown_ms=1500)
+        assert wait_for(lambda: holders(s1).get("promoter") == "r2", 1.0) < 1.0
+        assert r1.held() == []
+        # Stopping the holder does the same the other way round, once r1 competes again.
+        time.sleep(1.6)
+        r2.stop()
+        assert wait_for(lambda: holders(s1).get("promoter") == "r1", 1.0) < 1.0
+    finally:
+        r1.stop()
+        r2.stop()
+        s1.close()
+        s2.close()
+
+
+def test_a_failing_duty_runs_again_and_others_keep_running(db_url: str) -> None:
+    store = headgate.open_store(db_url, migrate=False)
+    calls: list[float] = []
+
+    def flaky() -> None:
+        calls.append(time.monotonic())
+        raise RuntimeError("boom")
+
+    runner = DutyRunner(store, holder="solo", intervals=FAST_INTERVALS,
+                        duties=["promoter", "history"])
+    runner.run_duty("flaky", flaky, interval_ms=100)
+    runner.start()
+    try:
+        wait_for(lambda: len(calls) >= 5, 5)
+        assert runner.stats["flaky"].errors >= 5
+        assert runner.stats["flaky"].last_error == "RuntimeError: boom"
+        assert runner.stats["promoter"].runs >= 2
+        assert runner.stats["history"].errors == 0
+    finally:
+        runner.stop()
+        store.close()
+    assert sorted(holders(store)) == []
+
+
+def test_runner_rejects_unknown_duties(db_url: str) -> None:
+    store = headgate.open_store(db_url, migrate=False)
+    with pytest.raises(ValueError, match="unknown duty"):
+        DutyRunner(store, intervals={"janitor": 1})
+    with pytest.raises(ValueError, match="> 0"):
+        DutyRunner(store, intervals={"promoter": 0})
+    store.close()
+
+
+# -- the duties' effects ----------------------------------------------------------------
+
+
+def _complete(store: Store, queue: str) -> None:
+    for claim in store.admit("w", [queue], capacity=100):
+        store.ack(claim, Outcome.SUCCESS)
+
+
+def test_retention_deletes_only_what_is_due_never_quarantined(
+    store: Store, quarantine, all_jobs
+) -> None:
+    client = Client(store)
+    short = [client.enqueue("k", b"%d" % i, queue="short", retention_ms=300) for i in range(3)]
+    long = [client.enqueue("k", b"L%d" % i, queue="long", retention_ms=3_600_000)
+            for i in range(2)]
+    waiting = client.enqueue("k", b"w", queue="idle", retention_ms=1)
+    _complete(store, "short")
+    _complete(store, "long")
+    quarantine(store, "poison", b"x")  # quarantined jobs have a finalized_at too
+    runner = DutyRunner(store, holder="ret", intervals=FAST_INTERVALS, duties=["retention"])
+    runner.start()
+    try:
+        time.sleep(0.1)
+        assert all(store.get_job(j) is not None for j in short)  # not due yet
+        wait_for(lambda: all(store.get_job(j) is None for j in short), 5)
+    finally:
+        runner.stop()
+    left = {j.id: j.state for j in all_jobs(store)}
+    assert all(j in left for j in long)
+    assert left[waiting] is headgate.State.AVAILABLE
+    assert list(left.values()).count(headgate.State.QUARANTINED) == 1
+
+
+def test_prune_counts_then_deletes_terminal_jobs_but_never_quarantined(
+    store: Store, quarantine, all_jobs
+) -> None:
+    client = Client(store)
+    done = [client.enqueue("k", b"%d" % i, queue="q") for i in range(4)]
+    _complete(store, "q")
+    cancelled = client.enqueue("k", b"c", queue="q2")
+    store.operator_cancel(cancelled)
+    quarantine(store, "poison", b"x")
+    fresh = client.enqueue("k", b"fresh", queue="q3")
+    time.sleep(0.05)
+    assert store.prune(3_600_000, dry_run=True)["total"] == 0  # nothing that old
+    report = store.prune(10, dry_run=True)
+    assert report["counts"]["completed"] == 4
+    assert report["counts"]["cancelled"] == 1
+    assert "quarantined" not in report["counts"]
+    assert (report["total"], report["deleted"], report["dry_run"]) == (5, 0, True)
+    assert all(store.get_job(j) is not None for j in done)
+    real = store.prune(10, dry_run=False)
+    assert (real["total"], real["deleted"]) == (5, 5)
+    states = sorted(j.state.value for j in all_jobs(store))
+    assert states == ["available", "quarantined"]
+    assert store.get_job(fresh) is not None
+    assert store.counts().get("completed", 0) == 0
+    with pytest.raises(headgate.core.InvalidInput):
+        store.prune(-1, dry_run=True)
+
+
+def _beat(store: Store, worker_id: str) -> None:
+    store.heartbeat({"worker_id": worker_id, "host": "h", "pid": 1, "queues": ["q"],
+                     "concurrency": 1})
+
+
+def test_stale_workers_older_than_the_bound_are_forgotten(store: Store) -> None:
+    _beat(store, "old")
+    time.sleep(0.4)
+    _beat(store, "young")
+    assert store.forget_workers(10_000) == 0
+    assert store.forget_workers(250) == 1
+    assert [w["worker_id"] for w in store.list_workers(3_600_000)] == ["young"]
+    # The duty does the same with its configured bound.
+    time.sleep(0.3)
+    _beat(store, "newest")
+    runner = DutyRunner(store, holder="age", intervals=FAST_INTERVALS,
+                        duties=["worker_aging"], forget_workers_after_ms=200)
+    runner.start()
+    try:
+        wait_for(lambda: [w["worker_id"] for w in store.list_workers(3_600_000)]
+                 == ["newest"] or runner.stats["worker_aging"].runs > 3, 3)
+    finally:
+        runner.stop()
+    assert "young" not in [w["worker_id"] for w in store.list_workers(3_600_000)]
+
+
+def test_history_duty_records_queue_depth_from_counters(store: Store) -> None:
+    client = Client(store)
+    for i in range(3):
+        client.enqueue("k", b"%d" % i, queue="deep")
+    client.enqueue("k", b"x", queue="shallow")
+    _complete(store, "shallow")
+    since = store.now_ms() - 120_000
+    runner = DutyRunner(store, holder="hist", intervals=FAST_INTERVALS, duties=["history"])
+    runner.start()
+    try:
+        wait_for(lambda: runner.stats["history"].runs >= 1, 3)
+    finally:
+        runner.stop()
+    assert store.history("deep", since, 60_000)[-1]["depth"] == 3
+    assert store.history("shallow", since, 60_000)[-1]["depth"] == 0
+
+
+def test_scheduler_duty_fires_schedules_with_the_runner_client(store: Store) -> None:
+    sources: list[str] = []
+
+    def authorizer(context, env) -> bool:
+        sources.append(context.source)
+        return True
+
+    row = store.upsert_schedule({"id": "s", "kind": "k", "spec": "@every:200"})
+    runner = DutyRunner(store, holder="sched", client=Client(store, authorizer=authorizer),
+                        intervals=FAST_INTERVALS, duties=["scheduler"])
+    runner.start()
+    try:
+        wait_for(lambda: len(store.list_schedule_events("s", None, 10)) >= 2, 5)
+    finally:
+        runner.stop()
+    assert set(sources) == {"periodic"}
+    job = store.get_job(f"periodic:s:{row['next_run_ms']}")
+    assert job is not None and job.periodic_origin == {"schedule_id": "s",
+                                                       "tick_ms": row["next_run_ms"]}
+
+
+def test_concurrent_runners_in_threads_share_one_lease(db_url: str) -> None:
+    """Many runners racing for one duty: one holder at a time, never two."""
+    stores = [headgate.open_store(db_url, migrate=False) for _ in range(4)]
+    runners = [DutyRunner(s, holder=f"t{i}", intervals=FAST_INTERVALS, duties=["promoter"])
+               for i, s in enumerate(stores)]
+    seen: set[tuple[str, ...]] = set()
+    stop_probe = threading.Event()
+
+    def probe() -> None:
+        while not stop_probe.is_set():
+            seen.add(tuple(sorted(r.holder for r in runners if r.held())))
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=probe)
+    for r in runners:
+        r.start()
+    watcher.start()
+    time.sleep(1.5)
+    stop_probe.set()
+    watcher.join()
+    totals = [r.stats["promoter"].runs for r in runners]
+    for r in runners:
+        r.stop()
+    for s in stores:
+        s.close()
+    assert sum(1 for t in totals if t > 0) == 1
+    assert all(len(h) <= 1 for h in seen)
+
+
+
+# -- headgate serve ----------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(tmp_path: Path, db: Path, *extra: str) -> subprocess.Popen[bytes]:
+    import os
+    import urllib.request
+
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HG_")}
+    log = open(tmp_path / f"serve-{port}.log", "wb")  # noqa: SIM115 - closed with the proc
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "headgate.cli", "serve", "--addr", f"127.0.0.1:{port}",
+         "--store", f"sqlite:///{db}", *extra],
+        stdout=log, stderr=subprocess.STDOUT, env=env,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+                return proc
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError((tmp_path / f"serve-{port}.log").read_text()) from None
+            time.sleep(0.1)
+
+
+def _holder_pids(store: Store) -> dict[str, int]:
+    return {name: int(holder.split(":")[1]) for name, holder in holders(store).items()}
+
+
+def _worker_pids(master: subprocess.Popen[bytes]) -> set[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(master.pid)],
+                         capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+def test_two_serve_processes_share_duties_and_hand_over_on_shutdown(
+    tmp_path: Path, db_url: str
+) -> None:
+    db = Path(db_url.removeprefix("sqlite:///"))
+    store = headgate.open_store(db_url, migrate=False)
+    first = _serve(tmp_path, db)
+    second = _serve(tmp_path, db)
+    quiet = _serve(tmp_path, db, "--no-duties")
+    try:
+        wait_for(lambda: {"reclaimer", "promoter", "scheduler"} <= set(holders(store)), 10)
+        time.sleep(1.5)
+        pids = _holder_pids(store)
+        workers = {proc: _worker_pids(proc) for proc in (first, second, quiet)}
+        owner = next(p for p in (first, second) if pids["scheduler"] in workers[p])
+        other = second if owner is first else first
+        assert not set(pids.values()) & workers[quiet]
+        # Each duty is held by exactly one serve process.
+        assert set(pids.values()) <= workers[first] | workers[second]
+        # A graceful stop releases the leases: the other server takes them within a tick
+        # or two (interval 1 s), well before the lease TTL would expire.
+        owner.send_signal(signal.SIGTERM)
+        owner.wait(timeout=20)
+        stopped = time.monotonic()
+        wait_for(lambda: _holder_pids(store).get("scheduler") in workers[other], 2.5)
+        assert time.monotonic() - stopped < 2.5
+    finally:
+        for proc in (first, second, quiet):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=20)
+        store.close()
