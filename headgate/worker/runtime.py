@@ -54,7 +54,7 @@ from headgate.store.port import Store
 from . import isolation
 from .context import DEFAULT_MAX_LOG_LINES, AttemptGate, JobContext, LogCapture, job_logger
 from .decoders import Decoder
-from .duties import DEFAULT_RESIGN_COOLDOWN_MS, DutyRunner, IntervalDutyRunner, standard_duties
+from .duties import DEFAULT_RESIGN_COOLDOWN_MS, WorkerDuties, worker_duty_runner
 from .execution import Decision, error_text, from_exception, from_value
 from .outcomes import JobOutcome, Undecodable
 from .polling import Backoff, change_probe
@@ -160,7 +160,8 @@ class Worker:
       ``deadline_at_ms`` header). Not started by then → ``skip`` (archived, never
       retried: retrying cannot meet a deadline). Reached while running → cancelled,
       then ``skip`` with "deadline exceeded".
-    - ``duties=True`` runs the reclaimer and promoter in this process under duty leases.
+    - ``duties=True`` runs the reclaimer and promoter in this process under duty leases
+      (``duty_runner`` replaces the default runner, e.g. one with more duties).
     - ``isolated=True`` runs every handler (unless it says otherwise) in a child process.
     - ``poll_floor_ms`` / ``poll_ceiling_ms``: empty-poll backoff. ``probe_interval_ms``:
       how often the cheap change probe is consulted between polls; after
@@ -188,7 +189,7 @@ class Worker:
         isolated: bool = False,
         duties: bool = False,
         duty_interval_ms: int = 1_000,
-        duty_runner: DutyRunner | None = None,
+        duty_runner: WorkerDuties | None = None,
         resign_cooldown_ms: int = DEFAULT_RESIGN_COOLDOWN_MS,
         poll_floor_ms: int = 5,
         poll_ceiling_ms: int = 1_000,
@@ -434,11 +435,8 @@ class Worker:
         self._probe = change_probe(self.store)
         self._unsubscribe = self.store.activity.subscribe(self._on_activity)
         if self.duties and self._duty_runner is None:
-            self._duty_runner = IntervalDutyRunner(self.store, self.worker_id,
+            self._duty_runner = worker_duty_runner(self.store, self.worker_id,
                                                    self.duty_interval_ms)
-        if self.duties and self._duty_runner is not None:
-            for name, fn in standard_duties(self.store):
-                self._duty_runner.run_duty(name, fn)
         log.info(
             "worker %s starting: queues=%s concurrency=%d lease_ms=%d kinds=%s%s%s",
             self.worker_id, ",".join(self.queues), self.concurrency, self.lease_ms,
