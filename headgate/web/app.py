@@ -70,6 +70,10 @@ def create_app(
         plugins=plugins,
     )
     api.init_app(app, settings, hooks, background=background)
+    # The operations console at / (HG_UI_PREFIX mounts it under a path instead).
+    from headgate import dashboard
+
+    dashboard.init_app(app)
 
     @app.before_request
     def _open_store() -> None:

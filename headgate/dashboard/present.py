@@ -1,0 +1,342 @@
+"""Presentation helpers: numbers, times and policy decisions turned into words.
+
+Pure functions of store records, so the page views and the live socket render the same
+words, and the tests can check the sentences without a browser. Nothing here returns
+markup: every string is escaped by Jinja where it is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from headgate.core import TERMINAL, Explanation, Job, State
+from headgate.core.transitions import sources_of
+
+# The order the Jobs sidebar lists states in: the flow of a job, then the outcomes.
+STATE_ORDER: tuple[str, ...] = (
+    "pending", "scheduled", "available", "running", "retryable",
+    "completed", "archived", "cancelled", "quarantined", "undecodable",
+)
+
+STATE_HELP: dict[str, str] = {
+    "pending": "held until an operator promotes them",
+    "scheduled": "waiting for their scheduled time",
+    "available": "waiting to be admitted by a worker",
+    "running": "leased by a worker right now",
+    "retryable": "failed an attempt; backing off before the next",
+    "completed": "finished successfully",
+    "archived": "dead letters: attempts exhausted or skipped",
+    "cancelled": "cancelled by an operator or a concurrency limit",
+    "quarantined": "their fingerprint crashed workers too often",
+    "undecodable": "no handler or payload decoder could read them",
+}
+
+WORKER_SIGNALS: tuple[str, ...] = ("quiet", "resume", "restart", "terminate", "resign")
+SIGNAL_HELP: dict[str, str] = {
+    "quiet": "stop taking new jobs, finish the running ones",
+    "resume": "start taking jobs again",
+    "restart": "drain, then exit for the supervisor to start a fresh process",
+    "terminate": "shut down gracefully (bounded drain)",
+    "resign": "give up duty leases only (scheduler, reclaimer…)",
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def dom_id(prefix: str, name: str) -> str:
+    """A stable, HTML-safe element id for a record whose name may be anything at all
+    (queue names and worker ids are operator data and may contain `<`, quotes, spaces)."""
+    return f"{prefix}-{hashlib.sha1(name.encode()).hexdigest()[:12]}"
+
+
+def duration(ms: int | float | None, *, empty: str = "—") -> str:
+    """`1h 4m`, `3m 20s`, `4.2 s`, `800 ms`: two units at most, as a person says it."""
+    if ms is None:
+        return empty
+    ms = int(ms)
+    if ms < 0:
+        ms = 0
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 10_000:
+        return f"{ms / 1000:.1f} s"
+    seconds = ms // 1000
+    days, rem = divmod(seconds, 86_400)
+    hours, rem = divmod(rem, 3600)
+    minutes, secs = divmod(rem, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m {secs}s"
+    return f"{secs} s"
+
+
+def ago(at_ms: int | None, now: int | None = None) -> str:
+    if not at_ms:
+        return "—"
+    now = now if now is not None else now_ms()
+    delta = now - at_ms
+    if delta < 0:
+        return f"in {duration(-delta)}"
+    return f"{duration(delta)} ago"
+
+
+def clock(at_ms: int | None) -> str:
+    """Absolute UTC time (the tooltip and the timeline use it; ages are relative)."""
+    if not at_ms:
+        return "—"
+    return datetime.fromtimestamp(at_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def number(n: int | float | None) -> str:
+    if n is None:
+        return "—"
+    if isinstance(n, float) and not n.is_integer():
+        return f"{n:,.2f}"
+    return f"{int(n):,}"
+
+
+def rate(per_s: float | None) -> str:
+    """Jobs per second, or per minute when slower than one a second."""
+    if not per_s:
+        return "0/min"
+    if per_s < 1:
+        return f"{per_s * 60:.1f}/min"
+    return f"{per_s:.1f}/s"
+
+
+def time_to_drain(queue: dict[str, Any]) -> tuple[str, str]:
+    """The headline of a queue row: (words, tone) where tone is ok|warn|bad|idle."""
+    ttd = queue.get("time_to_drain_ms")
+    backlog = queue.get("unfinished_jobs", 0) - queue.get("by_state", {}).get("pending", 0)
+    if queue.get("paused") and backlog:
+        return "paused — not draining", "bad"
+    if backlog <= 0:
+        return "empty", "idle"
+    if ttd is None:
+        if not queue.get("drain_rate"):
+            return "not draining", "bad"
+        return "growing: arrivals outpace completions", "warn"
+    if ttd == 0:
+        return "empty", "idle"
+    return f"drains in {duration(ttd)}", "warn" if ttd > 15 * 60_000 else "ok"
+
+
+# -- admission explanations -------------------------------------------------------------
+
+def explain_sentences(exp: Explanation | None, job: Job, now: int | None = None) -> list[str]:
+    """`explain_admission` in plain words: one sentence per blocked_by value, with the
+    blocking policy's numbers (SPEC §5), so "why is this not running?" has an answer."""
+    if exp is None:
+        return ["This job no longer exists."]
+    d = exp.detail or {}
+    blocked = exp.blocked_by
+    state = d.get("state", job.state.value)
+    if blocked == "rate_class":
+        name = d.get("rate_class", job.rate_class)
+        if d.get("paused"):
+            return [f"Waiting for rate class {name}: it is paused (the kill switch), so "
+                    "nothing that spends its tokens is admitted until it is resumed."]
+        left = tokens(d.get("tokens_available"))
+        burst = d.get("burst")
+        refill = d.get("refill_in_ms")
+        weight = d.get("weight", job.weight)
+        needs = f"; this job costs {weight}" if weight and weight != 1 else ""
+        when = f", refills in {duration(refill)}" if refill is not None else ""
+        return [f"Waiting for rate class {name}: {left} of {burst} tokens{when}{needs} "
+                f"(limit {d.get('limit')} per {duration(d.get('window_ms'))})."]
+    if blocked == "concurrency_limit":
+        part = d.get("partition_key") or ""
+        where = f"partition {part}" if part else "the default partition"
+        return [f"Waiting for concurrency limit {d.get('limit')}: {d.get('running')} of "
+                f"{d.get('max_concurrent')} running in {where} of queue {d.get('queue')}; "
+                f"it is admitted when one of them finishes (on saturation: "
+                f"{d.get('on_saturated')})."]
+    if blocked == "fairness":
+        part = d.get("partition_key") or ""
+        where = f"partition {part}" if part else "the default partition"
+        ahead = d.get("position_in_partition", 0)
+        return [f"Waiting its turn in {where}: {number(ahead)} "
+                f"job{'s' if ahead != 1 else ''} ahead of it (higher priority or older); "
+                f"the partition has {d.get('partition_running', 0)} running and "
+                f"{d.get('partition_waiting', 0)} waiting."]
+    if blocked == "quarantine":
+        return [f"Held by quarantine: its fingerprint {d.get('fingerprint', job.fingerprint)} "
+                f"lost {d.get('crash_count', '?')} worker leases; release it on the "
+                "Quarantine page to let it run."]
+    if blocked == "queue_paused":
+        return [f"Queue {d.get('queue', job.queue)} is paused: nothing in it is admitted "
+                "until it is resumed."]
+    if blocked == "schedule":
+        due = d.get("due_in_ms", exp.estimated_admission_ms)
+        when = clock(d.get("scheduled_at_ms"))
+        if state == "retryable":
+            return [f"Backing off after a failed attempt: retries in {duration(due)} "
+                    f"(at {when})."]
+        return [f"Scheduled: becomes available in {duration(due)} (at {when})."]
+    if blocked is not None:  # a policy this console does not know yet: say so honestly
+        return [f"Blocked by {blocked}: {json.dumps(d, sort_keys=True)}"]
+    # Nothing blocks it.
+    if exp.admissible:
+        sticky = d.get("sticky_worker")
+        who = f"worker {sticky}" if sticky else "the next worker polling"
+        return [f"Admissible now: {who} queue {d.get('queue', job.queue)} with free capacity "
+                "takes it."]
+    now = now if now is not None else now_ms()
+    if state == "running":
+        exp_at = job.lease_expires_at_ms
+        lease = f"; its lease expires in {duration(exp_at - now)}" if exp_at else ""
+        return [f"Running on worker {job.worker_id or '?'}{lease}."]
+    if state == "pending":
+        return ["Pending: it waits for an operator to promote it (nothing promotes it "
+                "automatically)."]
+    if state in {s.value for s in TERMINAL}:
+        return [f"Finished ({state}): it will not run again unless an operator retries it."]
+    return [f"Not admissible ({state})."]
+
+
+def tokens(value: Any) -> str:
+    if value is None:
+        return "?"
+    value = float(value)
+    return str(int(value)) if value.is_integer() or value < 0.01 else f"{value:.2f}"
+
+
+# -- lifecycle timeline -----------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    label: str
+    at_ms: int | None
+    took: str  # how long the job spent in this step ("" when it is the last one)
+    state: str  # colour key
+    current: bool
+
+
+def timeline(job: Job, now: int | None = None) -> list[Step]:
+    """created → scheduled → waiting → running → terminal, with the time spent in each.
+
+    Built from the timestamps the store keeps (enqueued, scheduled_at, attempted,
+    finalized, the last error's time); a step the job skipped is left out rather than
+    shown at zero. Each step lasts until the next one starts; the last open step is
+    measured to now ("so far")."""
+    now = now if now is not None else now_ms()
+    st = job.state.value
+    terminal = st in {s.value for s in TERMINAL}
+    enq = job.enqueued_at_ms
+    sched = job.scheduled_at_ms or 0
+    attempted = job.attempted_at_ms
+    points: list[tuple[str, int, str]] = []
+    if st == "pending" or (job.pending and attempted is None):
+        points.append(("pending", enq, "pending"))
+    elif sched > enq + 5 and (attempted is None or sched <= attempted):
+        points.append(("scheduled", enq, "scheduled"))
+        if st != "scheduled" or attempted is not None:
+            points.append(("waiting", sched, "available"))
+    else:
+        points.append(("waiting", enq, "available"))
+    if attempted is not None:
+        points.append(("running", attempted, "running"))
+        if st == "retryable":
+            failed_at = (job.errors[-1].get("at_ms") if job.errors else None) or attempted
+            points.append(("backing off", failed_at, "retryable"))
+        elif st == "available" and sched > attempted:
+            points.append(("waiting", sched, "available"))
+    if terminal:
+        points.append((st, job.finalized_at_ms or (points[-1][1]), st))
+    steps = [Step("created", enq, "", "pending", False)]
+    for i, (label, at, colour) in enumerate(points):
+        last = i + 1 == len(points)
+        if last and terminal:
+            took = ""
+        elif last:
+            took = duration(now - at) + " so far"
+        else:
+            took = duration(points[i + 1][1] - at)
+        steps.append(Step(label, at, took, colour, last))
+    return steps
+
+
+# -- allowed actions --------------------------------------------------------------------
+
+_RETRY = sources_of("operator_retry")
+_CANCEL = sources_of("operator_cancel")
+_PROMOTE = sources_of("operator_promote")
+_RELEASE = sources_of("operator_release")
+
+
+def job_actions(state: State | str) -> list[str]:
+    """Which operator actions the transition table permits from `state` (and delete,
+    which the table does not model: it is offered for everything but a running job,
+    whose worker would otherwise ack into a void)."""
+    s = State(state)
+    actions: list[str] = []
+    if s in _RETRY:
+        actions.append("retry")
+    if s in _PROMOTE:
+        actions.append("promote")
+    if s in _CANCEL:
+        actions.append("cancel")
+    if s in _RELEASE:
+        actions.append("release")
+    if s is not State.RUNNING:
+        actions.append("delete")
+    return actions
+
+
+def worker_signals(status: str | None, pending: str | None) -> list[str]:
+    """Signals that make sense for a worker in `status` (a quiet worker can be resumed,
+    a running one quieted; a worker already stopping only gets terminate/resign)."""
+    status = (status or "running").lower()
+    if status in ("stopped",):
+        return []
+    if status in ("stopping", "restarting"):
+        return ["terminate", "resign"]
+    if status == "quiet":
+        return ["resume", "restart", "terminate", "resign"]
+    return ["quiet", "restart", "terminate", "resign"]
+
+
+# -- payloads ---------------------------------------------------------------------------
+
+def render_bytes(data: bytes | None, limit: int = 64 * 1024) -> dict[str, Any]:
+    """`{kind: json|text|hex|empty, text, truncated}`: JSON pretty-printed when it parses,
+    UTF-8 text when it decodes, hex otherwise (never raw bytes into the page)."""
+    if data is None:
+        return {"kind": "none", "text": "", "truncated": False, "size": 0}
+    size = len(data)
+    if not data:
+        return {"kind": "empty", "text": "", "truncated": False, "size": 0}
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        shown = data[:limit // 3]
+        lines = [shown[i:i + 16].hex(" ") for i in range(0, len(shown), 16)]
+        return {"kind": "hex", "text": "\n".join(lines), "truncated": len(shown) < size,
+                "size": size}
+    try:
+        parsed = json.loads(text)
+        pretty = json.dumps(parsed, indent=2, ensure_ascii=False, sort_keys=False)
+        return {"kind": "json", "text": pretty[:limit], "truncated": len(pretty) > limit,
+                "size": size}
+    except ValueError:
+        return {"kind": "text", "text": text[:limit], "truncated": len(text) > limit,
+                "size": size}
+
+
+def utilization(worker: dict[str, Any]) -> float:
+    conc = worker.get("concurrency") or 0
+    return (worker.get("inflight") or 0) / conc if conc else 0.0
+
+
+def pct(frac: float | None) -> str:
+    return f"{(frac or 0) * 100:.0f}%"

@@ -1,0 +1,403 @@
+"""Console pages and fragments.
+
+Each view does a handful of bounded store reads (counters, one page of at most 50 jobs,
+one job by id, small policy tables) and renders a template; nothing here scans a queue.
+HTMX requests ask for the same URLs and pick the part they need with `hx-select`, so
+every fragment also has a real, shareable URL that renders the full page.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+from urllib.parse import quote
+
+import flask
+from werkzeug.exceptions import HTTPException
+
+from headgate.core import HeadgateError, Job, JobPage
+from headgate.web.app import get_store
+
+from . import auth, charts, present
+from .query import JobQuery
+
+bp = flask.Blueprint("dashboard", __name__)
+
+PAGE_SIZE = 50
+# GET /api/v1/workers and /cluster use the same rule: 15 minutes of heartbeat grace.
+WORKER_STALE_MS = 900_000
+WORKER_ALL_MS = 315_576_000_000_000
+HISTORY_RANGES: dict[str, tuple[int, int]] = {  # label -> (span, bucket)
+    "1h": (3_600_000, 60_000),
+    "6h": (6 * 3_600_000, 300_000),
+    "24h": (24 * 3_600_000, 900_000),
+}
+NAV: tuple[tuple[str, str, str], ...] = (
+    ("overview", "dashboard.overview", "Queues"),
+    ("jobs", "dashboard.jobs", "Jobs"),
+    ("rate_classes", "dashboard.rate_classes", "Rate classes"),
+    ("concurrency", "dashboard.concurrency", "Concurrency"),
+    ("partitions", "dashboard.partitions", "Partitions"),
+    ("quarantine", "dashboard.quarantine", "Quarantine"),
+    ("periodic", "dashboard.periodic", "Periodic"),
+    ("workers", "dashboard.workers", "Workers"),
+    ("cluster", "dashboard.cluster", "Cluster"),
+)
+DEPTH_ORDER = ("running", "available", "retryable", "scheduled", "pending", "archived")
+_DEFAULT_QUERY = JobQuery()
+READ_ONLY_REASON = (
+    "Read-only mode: this server runs with HG_READ_ONLY=1, so changes are turned off "
+    "(the API refuses them too)."
+)
+READ_ONLY_TOKEN_REASON = (
+    "Read-only: you signed in with a read-only API token, so changes are turned off "
+    "(the API refuses them too)."
+)
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+
+def store() -> Any:
+    return get_store()
+
+
+def settings() -> Any:
+    return flask.current_app.extensions["headgate.settings"]
+
+
+def api_base() -> str:
+    """Where the API lives from the browser's point of view (honours SCRIPT_NAME)."""
+    return flask.request.script_root + "/api/v1"
+
+
+# -- request hooks ------------------------------------------------------------------------
+
+_OPEN_ENDPOINTS = frozenset({"dashboard.signin", "dashboard.signin_post"})
+
+
+@bp.before_request
+def _require_sign_in() -> flask.Response | None:
+    if flask.request.endpoint in _OPEN_ENDPOINTS or auth.signed_in():
+        return None
+    target = flask.url_for("dashboard.signin", next=flask.request.full_path.rstrip("?"))
+    if flask.request.headers.get("HX-Request"):
+        resp = flask.Response(status=401)
+        resp.headers["HX-Redirect"] = target
+        return resp
+    return flask.redirect(target)
+
+
+@bp.after_request
+def _security_headers(resp: flask.Response) -> flask.Response:
+    resp.headers.setdefault("Content-Security-Policy", CSP)
+    resp.headers.setdefault("X-Content-Type-Options", "nosniff")
+    resp.headers.setdefault("Referrer-Policy", "same-origin")
+    resp.headers.setdefault("X-Frame-Options", "DENY")
+    if resp.mimetype == "text/html":
+        # Pages carry live numbers and a CSRF value: never from a cache.
+        resp.headers["Cache-Control"] = "no-store"
+    return resp
+
+
+@bp.context_processor
+def _template_context() -> dict[str, Any]:
+    s = settings()
+    token_ro = auth.session_read_only()
+    return {
+        "read_only": s.read_only or token_ro,
+        "ro_reason": READ_ONLY_TOKEN_REASON if token_ro and not s.read_only
+        else READ_ONLY_REASON,
+        "tokens_required": auth.tokens_required(s),
+        "csrf": auth.csrf_token(),
+        "api_base": api_base(),
+        "nav": NAV,
+        "fmt": present,
+        "STATE_ORDER": present.STATE_ORDER,
+        "STATE_HELP": present.STATE_HELP,
+        "dom_id": present.dom_id,
+        "now": present.now_ms(),
+        "seg": url_segment,
+        "b64": lambda data: base64.b64encode(data or b"").decode(),
+        "charts_stacked": lambda by_state: charts.stacked(by_state, DEPTH_ORDER),
+        # Defaults for fragments rendered outside the Jobs page (the live socket passes
+        # the page's own query).
+        "query": _DEFAULT_QUERY,
+        "query_params": _DEFAULT_QUERY.params,
+    }
+
+
+def url_segment(value: Any) -> str:
+    """One path segment of an API URL: names are operator data and may hold `/`, `?`,
+    `#` or spaces, none of which may change which route is called."""
+    return quote(str(value), safe="")
+
+
+@bp.errorhandler(404)
+def _not_found(exc: HTTPException) -> tuple[str, int]:
+    what = getattr(exc, "description", None) or "That page does not exist."
+    return flask.render_template("dashboard/404.html", page="", title="Not found",
+                                 message=what), 404
+
+
+def not_found(message: str) -> flask.Response:
+    flask.abort(404, description=message)
+    raise AssertionError  # pragma: no cover - abort raises
+
+
+def render(template: str, **ctx: Any) -> str:
+    return flask.render_template(f"dashboard/{template}", **ctx)
+
+
+# -- sign-in ------------------------------------------------------------------------------
+
+@bp.get("/signin")
+def signin() -> str | flask.Response:
+    if not auth.tokens_required():
+        return flask.redirect(flask.url_for("dashboard.overview"))
+    return render("signin.html", page="signin", title="Sign in", error="",
+                  next=auth.safe_next(flask.request.args.get("next"), ""))
+
+
+@bp.post("/signin")
+def signin_post() -> tuple[str, int] | flask.Response:
+    default = flask.url_for("dashboard.overview")
+    nxt = auth.safe_next(flask.request.form.get("next"), default)
+    if not auth.csrf_ok(flask.request.form.get("csrf")):
+        return render("signin.html", page="signin", title="Sign in", next=nxt,
+                      error="The form expired; please try again."), 400
+    token = flask.request.form.get("token", "").strip()
+    if auth.caller_for(token) is None:
+        return render("signin.html", page="signin", title="Sign in", next=nxt,
+                      error="That token is not accepted by this server."), 401
+    flask.session.clear()
+    flask.session[auth.SESSION_TOKEN] = token
+    auth.csrf_token()  # a fresh CSRF value for the signed-in session
+    return flask.redirect(nxt)
+
+
+@bp.post("/signout")
+def signout() -> flask.Response:
+    if auth.csrf_ok(flask.request.form.get("csrf")):
+        flask.session.clear()
+    return flask.redirect(flask.url_for("dashboard.signin"))
+
+
+# -- queues -------------------------------------------------------------------------------
+
+@bp.get("/")
+def overview() -> str:
+    s = store()
+    queues = s.queue_stats()
+    counts = s.counts()
+    live = s.list_workers(WORKER_STALE_MS)
+    served = {q for w in live for q in w.get("queues", [])}
+    return render("overview.html", page="overview", title="Queues", queues=queues,
+                  counts=counts, workers=live, served=served)
+
+
+@bp.get("/queues/<path:name>")
+def queue(name: str) -> str:
+    s = store()
+    stats = next((q for q in s.queue_stats() if q["queue"] == name), None)
+    if stats is None:
+        not_found(f"There is no queue named “{name}”.")
+    span_key = flask.request.args.get("range", "1h")
+    span, bucket = HISTORY_RANGES.get(span_key, HISTORY_RANGES["1h"])
+    now = s.now_ms()
+    since = now - span
+    hist = s.history(name, since, bucket)
+    chart = charts.history_chart(hist, since, now, bucket)
+    limits = [c for c in s.concurrency_limits() if c["queue"] == name]
+    return render("queue.html", page="queue", title=f"Queue {name}", q=stats, chart=chart,
+                  range_key=span_key if span_key in HISTORY_RANGES else "1h",
+                  ranges=HISTORY_RANGES, limits=limits)
+
+
+# -- jobs ---------------------------------------------------------------------------------
+
+def sheet_data(s: Any, job_id: str) -> dict[str, Any] | None:
+    """Everything the job detail sheet shows, read by id (a handful of key lookups).
+    Takes the store so the live hub can call it outside a request."""
+    job: Job | None = s.get_job(job_id)
+    if job is None:
+        return None
+    now = s.now_ms()
+    exp = s.explain_admission(job_id)
+    output = s.get_output(job_id)
+    result = s.get_result(job_id)
+    return {
+        "job": job,
+        "progress": s.get_progress(job_id),
+        "explanation": exp,
+        "sentences": present.explain_sentences(exp, job, now),
+        "timeline": present.timeline(job, now),
+        "actions": present.job_actions(job.state),
+        "output": present.render_bytes(output.bytes) if output else None,
+        "output_at": output.updated_at_ms if output else None,
+        "result": present.render_bytes(result.bytes) if result else None,
+    }
+
+
+@bp.get("/jobs")
+def jobs() -> tuple[str, int]:
+    s = store()
+    query = JobQuery.from_args(flask.request.args)
+    page = JobPage([], None)
+    error = query.error
+    if not error:
+        try:
+            page = s.list_jobs(query.filter, cursor=query.cursor or None, limit=PAGE_SIZE)
+        except HeadgateError as exc:  # unknown state, invalid cursor: say it in words
+            error = str(exc)
+    counts = s.counts(query.queue or None)
+    queue_names = [q["queue"] for q in s.queue_stats()]
+    sheet = sheet_data(s, query.job) if query.job else None
+    selector, bulk_why = query.bulk_selector()
+    # A missing job is a 404 for a page load; an HTMX refresh (after a delete) still
+    # swaps, since htmx ignores error responses.
+    missing = bool(query.job) and sheet is None
+    status = 404 if missing and not flask.request.headers.get("HX-Request") else 200
+    return render("jobs.html", page="jobs", title="Jobs", query=query, jobs=page.jobs,
+                  query_params=query.params,
+                  next_cursor=page.next_cursor, error=error, counts=counts,
+                  queue_names=queue_names, sheet=sheet, selector=selector,
+                  bulk_why=bulk_why), status
+
+
+@bp.get("/jobs/<path:job_id>/payload")
+def job_payload(job_id: str) -> str:
+    job = store().get_job(job_id, include_payload=True)
+    if job is None:
+        not_found(f"There is no job with id “{job_id}”.")
+    return render("_payload.html", job=job, payload=present.render_bytes(job.payload or b""))
+
+
+@bp.get("/jobs/<path:job_id>")
+def job(job_id: str) -> flask.Response:
+    if store().get_job(job_id) is None:
+        not_found(f"There is no job with id “{job_id}”. It may have been deleted, or "
+                  "removed by retention after it finished.")
+    return flask.redirect(flask.url_for("dashboard.jobs", job=job_id))
+
+
+@bp.get("/ops/<op_id>")
+def operation(op_id: str) -> str:
+    op = store().get_operation(op_id)
+    if op is None:
+        not_found(f"There is no bulk operation “{op_id}”.")
+    return render("_operation.html", op=op)
+
+
+# -- policies -----------------------------------------------------------------------------
+
+@bp.get("/rate-classes")
+def rate_classes() -> str:
+    return render("rate_classes.html", page="rate_classes", title="Rate classes",
+                  classes=store().rate_classes())
+
+
+@bp.get("/concurrency")
+def concurrency() -> str:
+    s = store()
+    return render("concurrency.html", page="concurrency", title="Concurrency limits",
+                  limits=s.concurrency_limits(),
+                  queue_names=[q["queue"] for q in s.queue_stats()])
+
+
+@bp.get("/partitions")
+def partitions() -> tuple[str, int]:
+    s = store()
+    queue_names = [q["queue"] for q in s.queue_stats()]
+    name = flask.request.args.get("queue") or (queue_names[0] if queue_names else "")
+    rows: list[dict[str, Any]] = []
+    status = 200
+    if name and name not in queue_names:
+        flask.abort(404, description=f"There is no queue named “{name}”.")
+    if name:
+        rows = s.partitions(name)
+    return render("partitions.html", page="partitions", title="Partitions",
+                  queue_names=queue_names, queue=name, rows=rows), status
+
+
+@bp.get("/quarantine")
+def quarantine() -> str:
+    return render("quarantine.html", page="quarantine", title="Quarantine",
+                  entries=store().quarantine_list())
+
+
+def _schedules_supported() -> bool:
+    return callable(getattr(store(), "list_schedules", None))
+
+
+@bp.get("/periodic")
+def periodic() -> str:
+    s = store()
+    supported = _schedules_supported()
+    schedules: list[dict[str, Any]] = []
+    if supported:
+        try:
+            schedules = s.list_schedules()
+        except NotImplementedError:
+            supported = False
+    return render("periodic.html", page="periodic", title="Periodic", supported=supported,
+                  schedules=schedules)
+
+
+@bp.get("/periodic/<path:schedule_id>")
+def schedule(schedule_id: str) -> str:
+    s = store()
+    if not _schedules_supported():
+        not_found("This store does not support periodic schedules.")
+    sched = s.get_schedule(schedule_id)
+    events = s.list_schedule_events(schedule_id, None, 50)
+    if sched is None and not events:
+        not_found(f"There is no periodic schedule “{schedule_id}”.")
+    return render("schedule.html", page="periodic", title=f"Schedule {schedule_id}",
+                  sched=sched, schedule_id=schedule_id, events=events)
+
+
+# -- fleet --------------------------------------------------------------------------------
+
+@bp.get("/workers")
+def workers() -> str:
+    return render("workers.html", page="workers", title="Workers",
+                  workers=store().list_workers(WORKER_STALE_MS))
+
+
+def cluster_summary(live: list[dict[str, Any]], every: list[dict[str, Any]],
+                    queue_stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """GET /api/v1/cluster's answer, computed from the same rows (seed `cluster`)."""
+    capacity = sum(int(w.get("concurrency") or 0) for w in live)
+    inflight = sum(int(w.get("inflight") or 0) for w in live)
+    polls = sum(int(w.get("polls") or 0) for w in live)
+    empty = sum(int(w.get("empty_polls") or 0) for w in live)
+    per_queue: dict[str, int] = {}
+    for w in live:
+        for q in w.get("queues", []):
+            per_queue[q] = per_queue.get(q, 0) + 1
+    backlog = {q["queue"]: q["unfinished_jobs"] for q in queue_stats}
+    for q in backlog:
+        per_queue.setdefault(q, 0)
+    return {
+        "workers": {"live": len(live), "stale": max(0, len(every) - len(live)),
+                    "total": len(every)},
+        "capacity_total": capacity,
+        "inflight_total": inflight,
+        "utilization": inflight / capacity if capacity else 0.0,
+        "empty_poll_ratio": empty / polls if polls else 0.0,
+        "queues": [{"queue": q, "live_workers": n, "unfinished": backlog.get(q, 0)}
+                   for q, n in sorted(per_queue.items())],
+    }
+
+
+@bp.get("/cluster")
+def cluster() -> str:
+    s = store()
+    summary = cluster_summary(s.list_workers(WORKER_STALE_MS), s.list_workers(WORKER_ALL_MS),
+                              s.queue_stats())
+    return render("cluster.html", page="cluster", title="Cluster", c=summary)
+
+
+from . import live as _live  # noqa: E402,F401 - registers the /live socket on bp
