@@ -278,3 +278,35 @@ def test_cli_refuses_a_bad_app_with_exit_code_2(store_url: str, tmp_path: Path) 
     )
     assert result.returncode == 2
     assert "cannot import 'no_such_module'" in result.stderr
+
+
+def test_env_configures_the_cli_and_a_second_sigterm_releases_at_once(
+    store: Store, store_url: str, tmp_path: Path, backend: str
+) -> None:
+    if backend != "sqlite":
+        pytest.skip("HG_SQLITE names a SQLite file")
+    job_id = headgate.Client(store).enqueue("block", b"")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HG_")}
+    env.update(HG_TEST_DIR=str(tmp_path), HG_STORE="sqlite",
+               HG_SQLITE=store_url.removeprefix("sqlite:///"), HG_LEASE_MS="4000",
+               PYTHONPATH=os.pathsep.join([str(TESTS_DIR), env.get("PYTHONPATH", "")]))
+    with (tmp_path / "env.log").open("wb") as log:
+        proc = subprocess.Popen([*headgate_cmd(), "worker", "--app", APP], env=env,
+                                cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(started_marker(tmp_path, job_id).exists, 20, "the job to start")
+        job = store.get_job(job_id)
+        # HG_LEASE_MS won over the app's 1500 ms.
+        assert 3_000 <= job.lease_expires_at_ms - store.now_ms() <= 4_000
+        proc.send_signal(signal.SIGTERM)  # drain would wait 30 s for the blocked job...
+        time.sleep(0.5)
+        assert proc.poll() is None
+        stopped = time.monotonic()
+        proc.send_signal(signal.SIGTERM)  # ...a second signal does not
+        assert proc.wait(10) == 1
+        assert time.monotonic() - stopped < 5
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    job = store.get_job(job_id)
+    assert job.state is State.AVAILABLE and (job.attempt, job.crash_attempt) == (0, 0)

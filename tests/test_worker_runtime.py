@@ -398,3 +398,38 @@ def test_an_idle_worker_in_the_same_process_picks_up_at_once(
     headgate.Client(store).enqueue("stamp", b"")
     wait_for(lambda: seen, 5, "pickup")
     assert seen[0] - enqueued < 0.2  # woken by the store's activity signal, not a poll
+
+
+def test_a_locked_database_makes_the_worker_back_off_and_continue(
+    store_url: str, backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    if backend != "sqlite":
+        pytest.skip("takes SQLite's write lock")
+    import sqlite3
+
+    impatient = headgate.open_store(store_url, busy_timeout_ms=50)
+    gate = Gate()
+    worker = register_all(Worker(impatient, concurrency=2, **FAST))
+    worker.register("gate", gate)
+    client = headgate.Client(impatient)
+    running = client.enqueue("gate", b"")
+    worker.start()
+    try:
+        wait_for(lambda: gate.started, 10, "the job to start")
+        lock = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        gate.open.set()  # it finishes while its ack cannot be written
+        time.sleep(1.0)  # admits, acks and heartbeats fail meanwhile
+        lock.execute("COMMIT")
+        lock.close()
+        wait_for(lambda: state_of(impatient, running) is State.COMPLETED, 10,
+                 "the delayed ack to be written")
+        later = client.enqueue("ok", b"")
+        wait_for(lambda: state_of(impatient, later) is State.COMPLETED, 10, "new work")
+        assert worker.status == "running"
+        messages = [r.getMessage() for r in caplog.records if r.name == "headgate.worker"]
+        assert any(m.startswith("acking 1 job(s) failed, will retry") for m in messages)
+        assert any(m.startswith("heartbeat failed") for m in messages)
+    finally:
+        worker.stop(drain_ms=0, timeout=15)
+        impatient.close()
