@@ -211,5 +211,38 @@ def worker(app: str, store_url: str | None, queues: str | None, concurrency: int
     click.get_current_context().exit(code)
 
 
+
+@main.command()
+@click.option("--db", "db_path", default="headgate-demo.db", show_default=True,
+              metavar="PATH", help="SQLite file for the demo; seeded when it has no queues.")
+@click.option("--fresh", is_flag=True, help="Delete the demo file first and seed anew.")
+@click.option("--addr", default=None, metavar="HOST:PORT",
+              help="Listen address. Default: $HG_API_ADDR or 127.0.0.1:8080.")
+@click.option("--workers/--no-workers", "with_workers", default=True, show_default=True,
+              help="Run demo workers and a producer (in a child process) on the data.")
+def demo(db_path: str, fresh: bool, addr: str | None, with_workers: bool) -> None:
+    """Seed a realistic data set (queues, tenants, a throttled rate class, a concurrency
+    ceiling, a quarantined fingerprint, schedules, dead letters, running jobs), run
+    workers on it and serve the console — the fastest way to see headgate."""
+    from headgate.dashboard import demo as demo_mod
+
+    settings = _settings(f"sqlite:///{db_path}")
+    addr = addr or settings.api_addr
+    try:
+        refusal = settings.remote_bind_refusal(addr)
+    except ConfigError as exc:
+        _fail(str(exc))
+    if refusal:
+        _fail(refusal)
+    seeded, _ = demo_mod.prepare(db_path, fresh=fresh)
+    click.echo(f"demo: {'seeded' if seeded else 'reusing'} {db_path}; console at http://{addr}/")
+    fleet = demo_mod.spawn_fleet(db_path) if with_workers else None
+    try:
+        _run_gunicorn(replace(settings, api_addr=addr), 16, True)
+    finally:
+        if fleet is not None:
+            fleet.terminate()
+            fleet.wait(timeout=15)
+
 if __name__ == "__main__":
     main()

@@ -199,6 +199,13 @@ def explain_sentences(exp: Explanation | None, job: Job, now: int | None = None)
     if state == "pending":
         return ["Pending: it waits for an operator to promote it (nothing promotes it "
                 "automatically)."]
+    if state == "quarantined":
+        return [f"Quarantined: jobs with its fingerprint {job.fingerprint} lost their worker's "
+                "lease too often. Release the fingerprint on the Quarantine page to run it "
+                "again."]
+    if state == "archived":
+        return ["Dead letter: it used up its attempts or was skipped. Retry it to run it "
+                "again."]
     if state in {s.value for s in TERMINAL}:
         return [f"Finished ({state}): it will not run again unless an operator retries it."]
     return [f"Not admissible ({state})."]
