@@ -47,7 +47,7 @@ def _nice_max(value: int) -> int:
 
 def history_chart(
     buckets: list[dict[str, Any]], since_ms: int, now_ms: int, bucket_ms: int,
-    width: int = 720, height: int = 220,
+    width: int = 960, height: int = 240,
 ) -> HistoryChart:
     """Lines for arrived/completed/failed per bucket over [since, now], and under them
     stacked bars of admission rejections by policy (on their own scale, in the bottom
@@ -105,7 +105,8 @@ def history_chart(
     for k in range(marks):
         i = round(k * (n - 1) / (marks - 1)) if n > 1 else 0
         at = start + i * bucket_ms
-        chart.x_ticks.append({"x": x(i), "label": clock(at)[11:16]})
+        anchor = "start" if k == 0 else "end" if k == marks - 1 else "middle"
+        chart.x_ticks.append({"x": x(i), "label": clock(at)[11:16], "anchor": anchor})
     return chart
 
 

@@ -304,6 +304,17 @@ def parse_watch(message: str) -> tuple[set[str], JobQuery] | None:
     return set(sorted(out)[:MAX_TOPICS_PER_SOCKET]), query
 
 
+def group_messages(chunks: list[str]) -> list[str]:
+    """One WebSocket message per fragment, except table rows, which share one.
+
+    htmx parses a message inside a <template>: rows parse only when the message starts
+    in table context, and a row after a <nav> or <section> would be dropped. Rows go
+    together (a table body's worth in one message), everything else alone."""
+    rows = [c for c in chunks if c.startswith("<tr")]
+    others = [c for c in chunks if not c.startswith("<tr")]
+    return others + (["\n".join(rows)] if rows else [])
+
+
 @sock.route("/live", bp=views.bp)
 def live(ws: Any) -> None:
     """The page's socket. Receives topic lists, sends out-of-band fragments."""
@@ -354,7 +365,7 @@ def live(ws: Any) -> None:
                 if html and sent.get(topic) != html:
                     sent[topic] = html
                     chunks.append(html)
-            if chunks:
-                ws.send("\n".join(chunks))
+            for message in group_messages(chunks):
+                ws.send(message)
     finally:
         hub.detach(sub)

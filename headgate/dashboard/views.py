@@ -101,7 +101,7 @@ def _security_headers(resp: flask.Response) -> flask.Response:
     return resp
 
 
-@bp.context_processor
+@bp.app_context_processor
 def _template_context() -> dict[str, Any]:
     s = settings()
     token_ro = auth.session_read_only()

@@ -1,0 +1,477 @@
+"""Server-side tests of the console: pages, fragments, words, escaping, 404s, read-only,
+sign-in, and the live hub. Fast (Flask's test client on a real SQLite store); the
+browser-level behaviour is in e2e/.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+import headgate
+from headgate.config import Settings
+from headgate.core import Explanation, Outcome, State
+from headgate.dashboard import live, present
+from headgate.dashboard.demo import Seeded, seed
+from headgate.dashboard.query import JobQuery
+from headgate.web import create_app
+
+XSS = "<script>alert(1)</script>"
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+
+@pytest.fixture
+def db(tmp_path: Any) -> str:
+    return str(tmp_path / "console.db")
+
+
+@pytest.fixture
+def store(db: str) -> Iterator[Any]:
+    s = headgate.open_store(f"sqlite:///{db}")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def seeded(store: Any) -> Seeded:
+    return seed(store)
+
+
+def make_client(store: Any, db: str, **settings: Any) -> Any:
+    config = replace(Settings(sqlite_path=db), **settings)
+    app = create_app(store, config=config, background=False)
+    app.config["TESTING"] = True
+    return app.test_client()
+
+
+@pytest.fixture
+def client(store: Any, db: str) -> Any:
+    return make_client(store, db)
+
+
+def text_of(resp: Any) -> str:
+    return resp.get_data(as_text=True)
+
+
+# -- pages --------------------------------------------------------------------------------
+
+PAGES = {
+    "/": ["Queues", "Time to drain", "emails", "dead letters"],
+    "/jobs": ["Jobs", "Search syntax", "archived", "send_email"],
+    "/jobs?state=archived": ["Dead letters", "charge_card"],
+    "/queues/emails": ["History", "arrived", "rate class", "Enqueue limit"],
+    "/rate-classes": ["smtp", "webhooks", "tokens", "paused"],
+    "/concurrency": ["reports-per-tenant", "reports", "queue"],
+    "/partitions?queue=emails": ["Partitions", "acme", "hooli"],
+    "/quarantine": ["pdf.render", "Release"],
+    "/periodic": ["nightly-report", "0 3 * * *", "Run now"],
+    "/periodic/nightly-report": ["Enqueue events", "render_report"],
+    "/workers": ["Workers", "No live workers"],
+    "/cluster": ["Queue coverage", "no live worker"],
+}
+
+
+@pytest.mark.parametrize("url", sorted(PAGES))
+def test_every_page_renders_with_its_key_content(client: Any, seeded: Seeded, url: str) -> None:
+    resp = client.get(url)
+    assert resp.status_code == 200, text_of(resp)[:500]
+    body = text_of(resp)
+    for needle in PAGES[url]:
+        assert needle in body, (url, needle)
+    assert resp.headers["Content-Security-Policy"].startswith("default-src 'self'")
+    assert resp.headers["Cache-Control"] == "no-store"
+    # One live socket per page, and every page carries the CSRF value for headgate.js.
+    assert body.count("ws-connect=") == 1
+    assert 'name="hg-csrf"' in body
+
+
+def test_empty_store_pages_say_what_to_do_next(client: Any) -> None:
+    assert "No queues yet" in text_of(client.get("/"))
+    assert "No jobs yet" in text_of(client.get("/jobs"))
+    assert "Nothing is quarantined" in text_of(client.get("/quarantine"))
+    assert "No rate classes" in text_of(client.get("/rate-classes"))
+    assert "No schedules yet" in text_of(client.get("/periodic"))
+    assert "No live workers" in text_of(client.get("/workers"))
+
+
+def test_mutation_controls_target_the_api_with_json_bodies(client: Any, seeded: Seeded) -> None:
+    body = text_of(client.get("/"))
+    assert 'hx-post="/api/v1/queues/emails/pause"' in body
+    rates = text_of(client.get("/rate-classes"))
+    # Pause/resume of a rate class is a PUT of its numbers with paused flipped.
+    assert 'hx-put="/api/v1/rate-classes/smtp"' in rates
+    m = re.search(r"hx-put=\"/api/v1/rate-classes/smtp\"[^>]*data-body='([^']*)'", rates)
+    assert m and json.loads(m.group(1).replace("&#34;", '"')) == {
+        "limit": 5, "window_ms": 1000, "burst": 5, "paused": True}
+
+
+def test_names_are_one_path_segment_in_api_urls(store: Any, client: Any) -> None:
+    headgate.Client(store).enqueue("k", b"", queue="a/b c?d")
+    body = text_of(client.get("/"))
+    assert 'hx-post="/api/v1/queues/a%2Fb%20c%3Fd/pause"' in body
+
+
+# -- jobs: search, pagination, sheet -------------------------------------------------------
+
+def test_search_grammar_errors_are_shown_in_words(client: Any, seeded: Seeded) -> None:
+    body = text_of(client.get("/jobs?q=color:red"))
+    assert "This search cannot run: unknown search field `color`" in body
+    body = text_of(client.get("/jobs?q=priority:high"))
+    assert "priority `high` is not a number" in body
+    body = text_of(client.get("/jobs?state=exploded"))
+    assert "unknown state" in body
+
+
+def test_search_filters_by_fields_and_kind_prefix(client: Any, seeded: Seeded) -> None:
+    body = text_of(client.get("/jobs?q=tag:vip"))
+    assert "send_email" in body and "render_report" not in body
+    body = text_of(client.get("/jobs?q=render_"))
+    assert "render_report" in body and "send_email" not in body
+    body = text_of(client.get(f"/jobs?q=fingerprint:{seeded.quarantined_fingerprint}"))
+    assert "pdf.render" in body
+
+
+def test_pagination_uses_the_opaque_cursor(store: Any, client: Any) -> None:
+    c = headgate.Client(store)
+    for i in range(60):
+        c.enqueue("bulk_kind", str(i).encode(), queue="many")
+    first = text_of(client.get("/jobs?queue=many"))
+    assert first.count('class="jobrow"') == 50
+    cursor = re.search(r'href="/jobs\?[^"]*cursor=([^"&]+)', first)
+    assert cursor
+    second = text_of(client.get(f"/jobs?queue=many&cursor={cursor.group(1)}"))
+    assert second.count('class="jobrow"') == 10
+    assert "First page" in second
+
+
+def test_job_sheet_shows_lifecycle_errors_and_only_permitted_actions(
+    client: Any, seeded: Seeded
+) -> None:
+    body = text_of(client.get(f"/jobs?state=archived&job={seeded.archived[0]}"))
+    assert "Lifecycle" in body and "Attempts with errors" in body
+    assert "ValueError" in body or "ConnectionRefusedError" in body or "Error" in body
+    assert f'/api/v1/jobs/{seeded.archived[0]}/retry' in body
+    assert f'/api/v1/jobs/{seeded.archived[0]}/cancel' not in body  # not from archived
+    assert "Show payload" in body and "scan-0042" not in body  # payload hidden
+    running = text_of(client.get(f"/jobs?job={seeded.running[0]}"))
+    assert "Progress" in running and "rendering page" in running
+    assert f'/api/v1/jobs/{seeded.running[0]}/cancel' in running
+    assert f'/api/v1/jobs/{seeded.running[0]}/retry' not in running
+    assert "Latest output" in running and "pages_done" in running
+    pending = text_of(client.get(f"/jobs?job={seeded.pending[0]}"))
+    assert f'/api/v1/jobs/{seeded.pending[0]}/promote' in pending
+    quarantined = text_of(client.get(f"/jobs?job={seeded.quarantined_job}"))
+    assert f"/api/v1/quarantine/{seeded.quarantined_fingerprint}" in quarantined
+
+
+def test_sheet_explains_a_rate_limited_job_with_its_numbers(store: Any, client: Any) -> None:
+    store.upsert_rate_class("smtp", 5, 60_000, 5)
+    c = headgate.Client(store)
+    ids = [c.enqueue("send_email", str(i).encode(), queue="mail", rate_class="smtp")
+           for i in range(8)]
+    assert len(store.admit("w1", ["mail"], capacity=100)) == 5  # the bucket is empty now
+    body = text_of(client.get(f"/jobs?job={ids[-1]}"))
+    assert re.search(r"Waiting for rate class smtp: 0 of 5 tokens, refills in [\d.]+ ?[a-z]+",
+                     body), body
+    store.upsert_rate_class("smtp", 5, 60_000, 5, paused=True)
+    body = text_of(client.get(f"/jobs?job={ids[-1]}"))
+    assert "Waiting for rate class smtp: it is paused" in body
+    store.set_queue_paused("mail", True)
+    assert "Queue mail is paused" in text_of(client.get(f"/jobs?job={ids[-1]}"))
+
+
+def test_payload_fragment_renders_json_text_and_hex(store: Any, client: Any) -> None:
+    c = headgate.Client(store)
+    as_json = c.enqueue("k", b'{"a": [1, 2]}')
+    as_text = c.enqueue("k", "héllo wörld".encode())
+    as_hex = c.enqueue("k", b"\x00\xff\x10")
+    assert "shown as json" in text_of(client.get(f"/jobs/{as_json}/payload"))
+    assert "héllo wörld" in text_of(client.get(f"/jobs/{as_text}/payload"))
+    assert "00 ff 10" in text_of(client.get(f"/jobs/{as_hex}/payload"))
+
+
+def test_operation_fragment_asks_before_it_acts(store: Any, client: Any,
+                                                seeded: Seeded) -> None:
+    op = store.create_operation("retry", {"state": "archived"}, dry_run=True)
+    body = text_of(client.get(f"/ops/{op['id']}"))
+    assert "Retry 6 jobs" in body and "state = archived" in body
+    assert 'hx-post="/api/v1/jobs/bulk"' in body and '"dry_run": false' in body
+
+
+# -- escaping --------------------------------------------------------------------------------
+
+def test_hostile_strings_render_as_text_everywhere(store: Any, db: str) -> None:
+    c = headgate.Client(store)
+    job_id = c.enqueue(XSS, XSS.encode(), queue=XSS, partition_key=XSS, tags=[XSS],
+                       rate_class=XSS, headers={XSS: XSS})
+    claim = store.admit(XSS, [XSS], capacity=1)[0]
+    store.ack(claim, Outcome.RETRY, error=XSS, logs=[XSS])
+    store.heartbeat({"worker_id": XSS, "host": XSS, "queues": [XSS], "concurrency": 1})
+    store.upsert_concurrency_limit(XSS, XSS, 1)
+    store.upsert_rate_class(XSS, 1, 1000)
+    store.enqueue_many([])
+    client = make_client(store, db)
+    urls = ["/", "/jobs", f"/jobs?job={job_id}", f"/jobs/{job_id}/payload", "/workers",
+            "/cluster", "/concurrency", "/rate-classes", f"/partitions?queue={XSS}",
+            f"/jobs?q=kind:{XSS}"]
+    for url in urls:
+        resp = client.get(url)
+        body = text_of(resp)
+        assert resp.status_code == 200, url
+        assert XSS not in body, url
+        assert "<script>" not in body.lower(), url
+        assert ESCAPED in body or "%3Cscript%3E" in body, url
+    # The queue page of a hostile name, and a hostile 404.
+    assert XSS not in text_of(client.get("/queues/" + XSS))
+    missing = client.get("/jobs/" + XSS)
+    assert missing.status_code == 404 and XSS not in text_of(missing)
+
+
+# -- 404s, read-only, sign-in -------------------------------------------------------------
+
+@pytest.mark.parametrize("url,words", [
+    ("/jobs/no-such-job", "There is no job with id"),
+    ("/queues/no-such-queue", "There is no queue named"),
+    ("/periodic/no-such-schedule", "There is no periodic schedule"),
+    ("/partitions?queue=no-such-queue", "There is no queue named"),
+    ("/ops/no-such-op", "There is no bulk operation"),
+    ("/jobs?job=no-such-job", "Job not found"),
+])
+def test_unknown_things_get_a_friendly_404(client: Any, seeded: Seeded, url: str,
+                                           words: str) -> None:
+    resp = client.get(url)
+    assert resp.status_code == 404
+    assert words in text_of(resp)
+    assert "Traceback" not in text_of(resp)
+
+
+def test_read_only_disables_every_mutation_control(store: Any, db: str,
+                                                   seeded: Seeded) -> None:
+    client = make_client(store, db, read_only=True)
+    for url in ["/", "/queues/emails", "/rate-classes", "/concurrency", "/quarantine",
+                "/periodic", f"/jobs?state=archived&job={seeded.archived[0]}"]:
+        body = text_of(client.get(url))
+        assert "Read-only mode" in body, url
+        for tag in re.findall(r"<button[^>]*data-mutation[^>]*>", body):
+            assert " disabled" in tag and "HG_READ_ONLY" in tag, (url, tag)
+        for tag in re.findall(r"<button type=\"submit\"[^>]*>", body):
+            if "Sign out" in tag or 'class="btn primary"' not in tag:
+                continue
+            assert " disabled" in tag, (url, tag)
+    # The enforcement is the API's: it refuses the mutation the button would make.
+    resp = client.post("/api/v1/queues/emails/pause", headers={"Idempotency-Key": "k1"})
+    assert resp.status_code == 403
+
+
+def test_sign_in_with_a_token_then_the_console_session_acts_on_the_api(
+    store: Any, db: str
+) -> None:
+    client = make_client(store, db, api_tokens=("sekrit-token",))
+    resp = client.get("/jobs?state=archived")
+    assert resp.status_code == 302 and "/signin?next=" in resp.headers["Location"]
+    page = text_of(client.get("/signin"))
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    # Without the CSRF value the form is refused; a wrong token too.
+    assert client.post("/signin", data={"token": "sekrit-token"}).status_code == 400
+    assert client.post("/signin", data={"token": "nope", "csrf": csrf}).status_code == 401
+    resp = client.post("/signin", data={"token": "sekrit-token", "csrf": csrf,
+                                        "next": "https://evil.example/"})
+    assert resp.status_code == 302 and resp.headers["Location"] == "/"  # no open redirect
+    body = text_of(client.get("/"))
+    assert "Sign out" in body and "sekrit-token" not in body
+    csrf = re.search(r'name="hg-csrf" content="([^"]+)"', body).group(1)  # type: ignore
+    headgate.Client(store).enqueue("k", b"", queue="q1")
+    # The API itself still needs a bearer token; the console's hook supplies the
+    # session's, but only together with the session's CSRF header.
+    plain = client.post("/api/v1/queues/q1/pause", headers={"Idempotency-Key": "a"})
+    assert plain.status_code == 401
+    forged = client.post("/api/v1/queues/q1/pause",
+                         headers={"Idempotency-Key": "b", "X-Headgate-CSRF": "guess"})
+    assert forged.status_code == 401
+    ok = client.post("/api/v1/queues/q1/pause",
+                     headers={"Idempotency-Key": "c", "X-Headgate-CSRF": csrf})
+    assert ok.status_code == 204
+    assert next(q for q in store.queue_stats() if q["queue"] == "q1")["paused"]
+
+
+# -- words -------------------------------------------------------------------------------------
+
+def test_durations_read_like_a_person_says_them() -> None:
+    assert present.duration(800) == "800 ms"
+    assert present.duration(4200) == "4.2 s"
+    assert present.duration(200_000) == "3m 20s"
+    assert present.duration(3_840_000) == "1h 4m"
+    assert present.duration(None) == "—"
+
+
+def test_one_sentence_per_blocked_by_value() -> None:
+    job = headgate.Job(
+        id="j", kind="k", queue="q", state=State.AVAILABLE, schema_version=1, priority=0,
+        partition_key="acme", rate_class="smtp", weight=1, fingerprint="f" * 32,
+        scheduled_at_ms=0, max_attempts=25, retention_ms=1, tags=(), sticky_worker="",
+        headers={}, attempt=0, crash_attempt=0, fence=0, lease_id=None,
+        lease_expires_at_ms=None, worker_id=None, enqueued_at_ms=1, attempted_at_ms=None,
+        finalized_at_ms=None, errors=[], periodic_schedule_id="", periodic_tick_ms=None,
+        cancel_requested=False)
+    cases = {
+        "rate_class": ({"rate_class": "smtp", "tokens_available": 0.0, "burst": 5,
+                        "refill_in_ms": 800, "weight": 1, "limit": 5, "window_ms": 1000},
+                       "Waiting for rate class smtp: 0 of 5 tokens, refills in 800 ms"),
+        "concurrency_limit": ({"limit": "pdf", "running": 4, "max_concurrent": 4,
+                               "partition_key": "acme", "queue": "q",
+                               "on_saturated": "queue"},
+                              "Waiting for concurrency limit pdf: 4 of 4 running in "
+                              "partition acme"),
+        "fairness": ({"position_in_partition": 12, "partition_key": "acme",
+                      "partition_running": 3, "partition_waiting": 20},
+                     "Waiting its turn in partition acme: 12 jobs ahead"),
+        "quarantine": ({"fingerprint": "abc", "crash_count": 3},
+                       "Held by quarantine: its fingerprint abc lost 3"),
+        "schedule": ({"state": "scheduled", "due_in_ms": 4200, "scheduled_at_ms": 5},
+                     "Scheduled: becomes available in 4.2 s"),
+        "queue_paused": ({"queue": "q"}, "Queue q is paused"),
+    }
+    for blocked, (detail, words) in cases.items():
+        sentences = present.explain_sentences(Explanation(False, blocked, detail), job)
+        assert len(sentences) == 1 and sentences[0].startswith(words), (blocked, sentences)
+    admissible = present.explain_sentences(Explanation(True, None, {"queue": "q"}, 0), job)
+    assert admissible[0].startswith("Admissible now")
+
+
+def test_actions_follow_the_transition_table() -> None:
+    assert present.job_actions("archived") == ["retry", "delete"]
+    assert present.job_actions("cancelled") == ["retry", "delete"]
+    assert present.job_actions("pending") == ["promote", "cancel", "delete"]
+    assert present.job_actions("running") == ["cancel"]
+    assert present.job_actions("quarantined") == ["release", "delete"]
+    assert present.job_actions("completed") == ["delete"]
+
+
+def test_timeline_runs_created_waiting_running_terminal(store: Any) -> None:
+    c = headgate.Client(store)
+    job_id = c.enqueue("k", b"", queue="t", max_attempts=1)
+    claim = store.admit("w", ["t"], capacity=1)[0]
+    store.ack(claim, Outcome.RETRY, error="boom")
+    steps = present.timeline(store.get_job(job_id))
+    assert [s.label for s in steps] == ["created", "waiting", "running", "archived"]
+    assert steps[-1].took == "" and steps[1].took.endswith("ms")
+
+
+def test_bulk_selector_refuses_filters_the_api_cannot_select_by() -> None:
+    q = JobQuery.from_args({"q": "tag:vip", "state": "archived"})
+    selector, why = q.bulk_selector()
+    assert selector is None and "tags" in why
+    q = JobQuery.from_args({"q": "kind:send_email partition:acme", "state": "archived"})
+    assert q.bulk_selector()[0] == {"state": "archived", "kind": "send_email",
+                                    "partition_key": "acme"}
+
+
+# -- live updates -------------------------------------------------------------------------------
+
+def test_live_fragments_render_out_of_band_for_every_topic(client: Any, store: Any,
+                                                           seeded: Seeded) -> None:
+    store.heartbeat({"worker_id": "w-1", "queues": ["emails"], "concurrency": 4})
+    topics = {"totals", "counts:", "counts:emails", "queues", "queue:emails", "workers",
+              "cluster", "rate_classes", "quarantine", "periodic", "partitions:emails",
+              f"job:{seeded.archived[0]}", f"sheet:{seeded.running[0]}", "job:gone-id"}
+    frame = live.load_topics(store, topics)
+    with client.application.test_request_context("/live"):
+        for topic in sorted(topics):
+            html = live.render_topic(topic, frame[topic])
+            assert 'hx-swap-oob="true"' in html, topic
+            assert re.match(r'\s*<(tr|tbody|section|nav|div)\s+id="', html), topic
+    with client.application.test_request_context("/live"):
+        assert "deleted" in live.render_topic("job:gone-id", None)
+
+
+def test_live_messages_keep_table_rows_parseable() -> None:
+    msgs = live.group_messages(["<nav id=a></nav>", "<tr id=b></tr>", "<tr id=c></tr>"])
+    assert msgs == ["<nav id=a></nav>", "<tr id=b></tr>\n<tr id=c></tr>"]
+
+
+def test_hub_coalesces_bursts_and_reads_once_per_frame(store: Any) -> None:
+    hub = live.LiveHub(store)
+    subs = [live.Subscriber() for _ in range(5)]
+    for sub in subs:
+        sub.topics = {"totals", "queues"}
+        hub.attach(sub)
+    reads = {"n": 0}
+    original = store.counts
+
+    def counting(queue: str | None = None) -> dict[str, int]:
+        reads["n"] += 1
+        return original(queue)
+
+    store.counts = counting  # type: ignore[method-assign]
+    try:
+        c = headgate.Client(store)
+        start = time.monotonic()
+        for i in range(200):  # a burst of commits, each publishing activity
+            c.enqueue("burst", str(i).encode(), queue="burst")
+        elapsed = time.monotonic() - start
+        time.sleep(live.FRAME_INTERVAL_S * 3)
+        frames = hub.frames
+        # ≤ 4 frames a second (+1 for the frame in flight when the burst began).
+        assert 1 <= frames <= int((elapsed + 1) / live.FRAME_INTERVAL_S) + 1
+        # One counters read per frame for all five sockets, not one per socket.
+        assert reads["n"] <= frames
+        for sub in subs:
+            assert sub.take()["totals"]["available"] == 200
+    finally:
+        store.counts = original  # type: ignore[method-assign]
+        for sub in subs:
+            hub.detach(sub)
+
+
+def test_websocket_pushes_a_count_change_after_an_enqueue(store: Any, db: str) -> None:
+    from simple_websocket import Client as WsClient
+    from werkzeug.serving import make_server
+
+    app = create_app(store, config=Settings(sqlite_path=db), background=False)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        ws = WsClient.connect(f"ws://127.0.0.1:{server.server_port}/live?page=overview")
+        ws.send(json.dumps({"topics": ["totals"], "query": ""}))
+        time.sleep(0.3)
+        headgate.Client(store).enqueue("fresh", b"", queue="live-q")
+        deadline = time.monotonic() + 5
+        got = ""
+        while time.monotonic() < deadline and 'id="totals"' not in got:
+            got = ws.receive(timeout=1) or ""
+        assert 'id="totals"' in got and 'hx-swap-oob="true"' in got
+        assert re.search(r'<span class="big">1</span><span class="label">waiting', got)
+        ws.close()
+    finally:
+        server.shutdown()
+
+
+def test_idempotency_key_makes_a_double_click_act_once(store: Any, client: Any) -> None:
+    c = headgate.Client(store)
+    job_id = c.enqueue("k", b"", queue="dq", max_attempts=1)
+    claim = store.admit("w", ["dq"], capacity=1)[0]
+    store.ack(claim, Outcome.RETRY, error="x")
+    headers = {"Idempotency-Key": "same-click", "Content-Type": "application/json",
+               "X-Headgate-CSRF": "n/a"}
+    first = client.post(f"/api/v1/jobs/{job_id}/retry", data="{}", headers=headers)
+    second = client.post(f"/api/v1/jobs/{job_id}/retry", data="{}", headers=headers)
+    assert first.status_code == second.status_code == 204  # replayed, not "cannot retry"
+    assert store.get_job(job_id).state is State.AVAILABLE
+
+
+def test_b64_of_schedule_payload_round_trips_in_pause_bodies(client: Any,
+                                                            seeded: Seeded) -> None:
+    body = text_of(client.get("/periodic"))
+    m = re.search(r"hx-put=\"/api/v1/periodic/nightly-report\"[^>]*data-body='([^']*)'", body)
+    assert m, body
+    sent = json.loads(m.group(1).replace("&#34;", '"'))
+    assert sent["paused"] is True and base64.b64decode(sent["payload"]) == b'{"report":"nightly"}'
