@@ -1,0 +1,259 @@
+"""The console in a real browser, as an operator uses it (see conftest.py for the setup).
+
+Screenshots of every page land in e2e/screenshots/ (git-ignored) for a person to look at.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import Server
+
+pytestmark = pytest.mark.e2e
+
+PAGES = [
+    ("overview", "/", "Queues"),
+    ("jobs", "/jobs", "Jobs"),
+    ("dead-letters", "/jobs?state=archived", "Dead letters"),
+    ("queue", "/queues/emails", "emails"),
+    ("rate-classes", "/rate-classes", "Rate classes"),
+    ("concurrency", "/concurrency", "Concurrency limits"),
+    ("partitions", "/partitions?queue=emails", "Partitions"),
+    ("quarantine", "/quarantine", "Quarantine"),
+    ("periodic", "/periodic", "Periodic schedules"),
+    ("schedule", "/periodic/nightly-report", "nightly-report"),
+    ("workers", "/workers", "Workers"),
+    ("cluster", "/cluster", "Cluster"),
+    ("not-found", "/jobs/does-not-exist", "Not found"),
+]
+
+
+def live(page: Any) -> None:
+    """Wait until the page's socket is up (the pill says so)."""
+    expect(page.locator("#live-pill")).to_have_text("live")
+
+
+def staterow_count(page: Any, state: str) -> Any:
+    row = page.locator("#state-counts .staterow").filter(
+        has=page.locator(".label", has_text=re.compile(rf"^{state}\b")))
+    return row.locator(".n")
+
+
+def test_every_page_renders_live_and_is_screenshotted(server: Server, page: Any,
+                                                      shot: Callable[..., None]) -> None:
+    for name, path, heading in PAGES:
+        page.goto(server.base + path)
+        expect(page.locator("h1").first).to_contain_text(heading)
+        live(page)
+        shot(page, name)
+    # Phone width: the navigation and the jobs list still work.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(server.base + "/")
+    live(page)
+    shot(page, "phone-overview")
+    page.goto(server.base + f"/jobs?state=archived&job={server.seeded.archived[0]}")
+    expect(page.locator("#sheet-body")).to_be_visible()
+    shot(page, "phone-job-sheet")
+
+
+def test_search_with_q_updates_the_url_and_explains_errors(server: Server, page: Any,
+                                                           shot: Callable[..., None]) -> None:
+    page.goto(server.base + "/jobs")
+    live(page)
+    page.keyboard.press("/")  # focuses the search box
+    expect(page.locator("#q")).to_be_focused()
+    page.locator("#q").fill("tag:vip")
+    page.locator("#q").press("Enter")
+    expect(page).to_have_url(re.compile(r"q=tag%3Avip"))
+    rows = page.locator("#jobs-table tbody tr")
+    expect(rows.first).to_be_visible()
+    for kind in rows.locator("td.kind").all_inner_texts():
+        assert kind.startswith("send_email")
+    page.locator("#q").fill("color:red")
+    page.locator("#q").press("Enter")
+    expect(page.locator("#q-error")).to_contain_text("unknown search field `color`")
+    shot(page, "search-error")
+
+
+def test_open_a_job_sheet_then_back_closes_it(server: Server, page: Any,
+                                             shot: Callable[..., None]) -> None:
+    page.goto(server.base + "/jobs?state=archived")
+    live(page)
+    page.locator("#jobs-table tbody tr td.id a").first.click()
+    expect(page).to_have_url(re.compile(r"job="))
+    sheet = page.locator("#job-sheet")
+    expect(sheet.locator(".why")).to_contain_text("Dead letter")
+    expect(sheet).to_contain_text("Lifecycle")
+    expect(sheet).to_contain_text("Attempts with errors")
+    sheet.get_by_role("button", name="Show payload").click()
+    expect(sheet.locator(".payloadview")).to_contain_text("shown as json")
+    shot(page, "job-sheet", full_page=False)
+    page.go_back()
+    expect(page).not_to_have_url(re.compile(r"job="))
+    expect(page.locator("#job-sheet.open")).to_have_count(0)
+
+
+def test_retry_an_archived_job_and_see_its_state_change(server: Server, page: Any) -> None:
+    job_id = server.seeded.archived[0]
+    page.goto(server.base + f"/jobs?state=archived&job={job_id}")
+    live(page)
+    sheet = page.locator("#sheet-body")
+    expect(sheet.locator(".badge").first).to_have_text("archived")
+    sheet.get_by_role("button", name="Retry").dblclick()  # a double click acts once
+    expect(page.locator("#flash")).to_contain_text("Retried")
+    expect(page.locator("#sheet-body .badge").first).to_have_text("available")
+    assert server.api("GET", f"/jobs/{job_id}").json()["state"] == "available"
+
+
+def test_select_rows_and_cancel_them(server: Server, page: Any) -> None:
+    page.goto(server.base + "/jobs?queue=webhooks&state=available")
+    live(page)
+    boxes = page.locator('#jobs-table input[name="ids"]')
+    ids = [boxes.nth(i).get_attribute("value") for i in range(2)]
+    cancel = page.get_by_role("button", name="Cancel selected")
+    expect(cancel).to_be_disabled()
+    boxes.nth(0).check()
+    boxes.nth(1).check()
+    expect(page.locator("#selcount")).to_have_text("2 selected")
+    cancel.click()
+    expect(page.locator("#flash")).to_contain_text("Cancelled 2 jobs")
+    for job_id in ids:
+        assert server.api("GET", f"/jobs/{job_id}").json()["state"] == "cancelled"
+    # The list re-rendered: the cancelled rows left the "available" view.
+    expect(page.locator(f'#jobs-table input[value="{ids[0]}"]')).to_have_count(0)
+
+
+def test_bulk_dry_run_then_execute(server: Server, page: Any,
+                                   shot: Callable[..., None]) -> None:
+    page.goto(server.base + "/jobs?queue=notifications&state=available")
+    live(page)
+    page.locator("details.bulk > summary").click()
+    page.locator("#bulk-action").select_option("cancel")
+    page.get_by_role("button", name="Count them (dry run)").click()
+    panel = page.locator("#bulk-panel")
+    expect(panel).to_contain_text("Cancel 4 jobs")
+    shot(page, "bulk-confirm", full_page=False)
+    panel.get_by_role("button", name=re.compile("Yes, cancel 4 jobs")).click()
+    expect(panel).to_contain_text("done", timeout=15_000)
+    expect(panel).to_contain_text("4 of ~4 jobs")
+    counts = server.api("GET", "/jobs/counts?queue=notifications").json()["counts"]
+    assert counts["available"] == 0 and counts["cancelled"] == 4
+
+
+def test_pausing_a_rate_class_and_a_queue_is_explained(server: Server, page: Any,
+                                                       shot: Callable[..., None]) -> None:
+    job_id = server.seeded.rate_limited[-1]
+    page.goto(server.base + "/rate-classes")
+    live(page)
+    row = page.locator("tr", has=page.locator("th", has_text=re.compile(r"^smtp")))
+    row.get_by_role("button", name="Pause").click()
+    expect(page.locator("#flash")).to_contain_text("Rate class paused")
+    expect(row.locator(".badge.paused")).to_be_visible()
+    page.goto(server.base + f"/jobs?job={job_id}")
+    expect(page.locator("#sheet-body .why")).to_contain_text(
+        "Waiting for rate class smtp: it is paused")
+    shot(page, "explain-rate-class-paused", full_page=False)
+
+    page.goto(server.base + "/")
+    live(page)
+    qrow = page.locator("#queue-rows tr", has=page.locator("th a", has_text=re.compile("^emails$")))
+    qrow.get_by_role("button", name="Pause").click()
+    expect(page.locator("#flash")).to_contain_text("Queue paused")
+    expect(page.locator("#queue-rows tr", has=page.locator("th a", has_text=re.compile("^emails$")))
+           .locator(".badge.paused")).to_be_visible()
+    page.goto(server.base + f"/jobs?job={job_id}")
+    expect(page.locator("#sheet-body .why")).to_contain_text("Queue emails is paused")
+    # Put things back for other tests.
+    server.api("POST", "/queues/emails/resume")
+    server.api("PUT", "/rate-classes/smtp",
+               json={"limit": 5, "window_ms": 1000, "burst": 5, "paused": False})
+
+
+def test_release_a_quarantined_fingerprint(server: Server, page: Any) -> None:
+    fp = server.seeded.quarantined_fingerprint
+    page.goto(server.base + "/quarantine")
+    live(page)
+    row = page.locator("#quarantine-rows tr", has_text=fp)
+    expect(row).to_contain_text("pdf.render")
+    row.get_by_role("button", name="Release").click()
+    expect(page.locator("#flash")).to_contain_text("Released")
+    expect(page.locator("#quarantine-rows")).to_contain_text("Nothing is quarantined")
+    job = server.api("GET", f"/jobs/{server.seeded.quarantined_job}").json()
+    assert job["state"] == "available"
+
+
+def test_signal_a_worker(server: Server, page: Any) -> None:
+    page.goto(server.base + "/workers")
+    live(page)
+    row = page.locator("#worker-rows tr", has_text="e2e-worker")
+    row.get_by_role("button", name="Quiet").click()
+    expect(page.locator("#flash")).to_contain_text("Signal quiet sent")
+    expect(page.locator("#worker-rows tr", has_text="e2e-worker")).to_contain_text("→ quiet")
+    # Terminate asks twice (no blocking dialog): the first click only arms it.
+    term = page.locator("#worker-rows tr", has_text="e2e-worker").get_by_role(
+        "button", name="Terminate")
+    term.click()
+    expect(page.locator("#worker-rows tr", has_text="e2e-worker").locator("button.armed")
+           ).to_have_text("Really terminate?")
+
+
+def test_a_count_changes_live_after_an_enqueue_through_the_api(server: Server,
+                                                               page: Any) -> None:
+    page.goto(server.base + "/jobs?queue=live-e2e")
+    live(page)
+    page.evaluate("window.__sameDocument = true")
+    before = int(staterow_count(page, "available").inner_text().replace(",", ""))
+    for _ in range(3):
+        resp = server.api("POST", "/jobs", json={"kind": "live_kind", "payload": "",
+                                                 "queue": "live-e2e"})
+        assert resp.status_code == 201, resp.text
+    expect(staterow_count(page, "available")).to_have_text(str(before + 3))
+    assert page.evaluate("window.__sameDocument") is True  # no reload happened
+    # The overview's totals move too.
+    page.goto(server.base + "/")
+    live(page)
+    waiting = page.locator("#totals .card").filter(has_text="waiting").locator(".big")
+    start = int(waiting.inner_text().replace(",", ""))
+    server.api("POST", "/jobs", json={"kind": "live_kind", "payload": "", "queue": "live-e2e"})
+    expect(waiting).to_have_text(f"{start + 1:,}")
+
+
+def test_read_only_mode_disables_controls(read_only_server: Server, page: Any,
+                                          shot: Callable[..., None]) -> None:
+    base = read_only_server.base
+    page.goto(base + "/")
+    expect(page.locator(".banner.ro")).to_contain_text("Read-only mode")
+    pause = page.locator("#queue-rows button").first
+    expect(pause).to_be_disabled()
+    assert "HG_READ_ONLY" in (pause.get_attribute("title") or "")
+    shot(page, "read-only")
+    page.goto(base + f"/jobs?state=archived&job={read_only_server.seeded.archived[1]}")
+    expect(page.get_by_role("button", name="Retry", exact=True)).to_be_disabled()
+    page.goto(base + "/rate-classes")
+    expect(page.get_by_role("button", name="Save rate class")).to_be_disabled()
+
+
+def test_a_script_bearing_kind_does_not_execute(server: Server, page: Any) -> None:
+    hostile = "<script>alert(1)</script>"
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    resp = server.api("POST", "/jobs", json={
+        "kind": hostile, "payload": "PHNjcmlwdD5hbGVydCgyKTwvc2NyaXB0Pg==",
+        "queue": "xss-" + hostile, "tags": [hostile], "partition_key": hostile})
+    assert resp.status_code == 201, resp.text
+    job_id = resp.json()["id"]
+    page.goto(server.base + "/jobs?q=kind:" + "%3Cscript%3Ealert(1)%3C%2Fscript%3E")
+    expect(page.locator("#jobs-table td.kind").first).to_contain_text(hostile)
+    page.goto(server.base + f"/jobs?job={job_id}")
+    expect(page.locator(".sheethead h2")).to_have_text(hostile)
+    page.get_by_role("button", name="Show payload").click()
+    expect(page.locator(".payloadview")).to_contain_text("<script>alert(2)</script>")
+    page.goto(server.base + "/")
+    expect(page.locator("#queue-rows")).to_contain_text("xss-" + hostile)
+    page.wait_for_timeout(300)
+    assert dialogs == []
