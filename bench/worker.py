@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import signal
 import statistics
 import subprocess
@@ -238,6 +239,7 @@ def latency(backend: Backend, args: argparse.Namespace, tmp: Path) -> dict[str, 
         return False
 
     cpu_idle = None
+    enqueue_errors: list[str] = []
     try:
         client.enqueue("stamp", b"%.6f" % time.time(), queue="bench")
         if not wait_lines(1, 60):
@@ -254,7 +256,12 @@ def latency(backend: Backend, args: argparse.Namespace, tmp: Path) -> dict[str, 
             if pause > 0:
                 time.sleep(pause)
             t_enq = time.time()
-            client.enqueue("stamp", b"%.6f" % t_enq, queue="bench")
+            for _ in range(5):  # a producer retries a store hiccup (e.g. a deadlock victim)
+                try:
+                    client.enqueue("stamp", b"%.6f" % t_enq, queue="bench")
+                    break
+                except headgate.StoreUnavailable as exc:
+                    enqueue_errors.append(str(exc))
         complete = wait_lines(args.lat_jobs + 1, 60)
     finally:
         store.close()
@@ -265,7 +272,8 @@ def latency(backend: Backend, args: argparse.Namespace, tmp: Path) -> dict[str, 
         lats.append((float(t_start) - float(t_enq)) * 1000)
     return {"p50_ms": pct(lats, 50), "p99_ms": pct(lats, 99),
             "max_ms": max(lats) if lats else None, "received": len(lats),
-            "complete": complete, "exit_code": code, "idle_cpu_percent": cpu_idle}
+            "complete": complete, "exit_code": code, "idle_cpu_percent": cpu_idle,
+            "enqueue_retries": len(enqueue_errors), "enqueue_errors": enqueue_errors[:3]}
 
 
 def main() -> None:
@@ -284,6 +292,7 @@ def main() -> None:
                     help="seconds after the drain to catch duplicate runs")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--workloads", default="drain,latency")
+    ap.add_argument("--keep-tmp", action="store_true", help="keep databases and logs")
     args = ap.parse_args()
     if args.store == "pg" and not args.pg_url:
         ap.error("--store pg needs --pg-url (or HG_TEST_PG / HG_PG)")
@@ -323,10 +332,15 @@ def main() -> None:
                 "p99_ms": agg([x["p99_ms"] for x in runs]),
                 "max_ms": agg([x["max_ms"] for x in runs]),
                 "idle_cpu_percent": agg([x["idle_cpu_percent"] for x in runs]),
-                "received": [x["received"] for x in runs], **info,
+                "received": [x["received"] for x in runs],
+                "enqueue_retries": sum(x["enqueue_retries"] for x in runs), **info,
             }), flush=True)
     finally:
         backend.drop()
+        if args.keep_tmp:
+            log(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

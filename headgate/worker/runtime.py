@@ -364,8 +364,9 @@ class Worker:
     def _run_bg(self) -> None:
         try:
             self.run()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - reported through join()'s exit code
             log.exception("worker %s crashed", self.worker_id)
+            self._exit_code = EXIT_FORCED
             self._done.set()
 
     def stop(self, drain_ms: int | None = None, *, wait: bool = True,
