@@ -257,3 +257,42 @@ def test_a_script_bearing_kind_does_not_execute(server: Server, page: Any) -> No
     expect(page.locator("#queue-rows")).to_contain_text("xss-" + hostile)
     page.wait_for_timeout(300)
     assert dialogs == []
+
+
+def test_create_a_rate_class_and_a_schedule_through_forms(server: Server, page: Any) -> None:
+    page.goto(server.base + "/rate-classes")
+    live(page)
+    form = page.locator("form", has=page.locator('input[name="window_ms"]'))
+    form.locator('input[name="name"]').fill("e2e class?")  # a name that needs encoding
+    form.locator('input[name="limit"]').fill("7")
+    form.locator('input[name="window_ms"]').fill("2000")
+    form.get_by_role("button", name="Save rate class").click()
+    expect(page.locator("#flash")).to_contain_text("Rate class saved")
+    expect(page.locator("#rate-rows")).to_contain_text("e2e class?")
+    got = {r["name"]: r for r in server.api("GET", "/rate-classes").json()}["e2e class?"]
+    assert (got["limit_per_window"], got["window_ms"], got["burst"], got["paused"]) == (
+        7, 2000, 7, False)
+    # A bad value is answered in words, in place.
+    form = page.locator("form", has=page.locator('input[name="window_ms"]'))
+    form.locator('input[name="name"]').fill("bad")
+    form.locator('input[name="limit"]').fill("5")
+    form.locator('input[name="window_ms"]').fill("0")
+    page.evaluate("document.querySelector('input[name=window_ms]').removeAttribute('min')")
+    form.get_by_role("button", name="Save rate class").click()
+    expect(form.locator("xpath=..").locator("[data-feedback]")).to_contain_text("window_ms")
+
+    page.goto(server.base + "/periodic")
+    live(page)
+    form = page.locator("form", has=page.locator('input[name="spec"]'))
+    form.locator('input[name="id"]').fill("e2e-every-minute")
+    form.locator('input[name="kind"]').fill("e2e_tick")
+    form.locator('input[name="spec"]').fill("@every:60000")
+    form.locator('textarea[name="payload"]').fill('{"hello": "world"}')
+    form.get_by_role("button", name="Save schedule").click()
+    expect(page.locator("#flash")).to_contain_text("Schedule saved")
+    row = page.locator("#periodic-rows tr", has_text="e2e-every-minute")
+    expect(row).to_contain_text("@every:60000")
+    row.get_by_role("button", name="Run now").click()
+    expect(page.locator("#flash")).to_contain_text("Enqueued one extra run")
+    row.get_by_role("link", name="Edit").click()
+    expect(page.locator('textarea[name="payload"]')).to_have_value('{\n  "hello": "world"\n}')

@@ -294,8 +294,10 @@ def operation(op_id: str) -> str:
 
 @bp.get("/rate-classes")
 def rate_classes() -> str:
+    classes = store().rate_classes()
+    edit = next((c for c in classes if c["name"] == flask.request.args.get("edit")), None)
     return render("rate_classes.html", page="rate_classes", title="Rate classes",
-                  classes=store().rate_classes())
+                  classes=classes, edit=edit)
 
 
 @bp.get("/concurrency")
@@ -341,8 +343,13 @@ def periodic() -> str:
             schedules = s.list_schedules()
         except NotImplementedError:
             supported = False
+    edit = next((x for x in schedules if x["id"] == flask.request.args.get("edit")), None)
+    edit_payload = ""
+    if edit is not None:
+        shown = present.render_bytes(edit.get("payload") or b"")
+        edit_payload = shown["text"] if shown["kind"] in ("json", "text") else ""
     return render("periodic.html", page="periodic", title="Periodic", supported=supported,
-                  schedules=schedules)
+                  schedules=schedules, edit=edit, edit_payload=edit_payload)
 
 
 @bp.get("/periodic/<path:schedule_id>")

@@ -124,7 +124,8 @@
   }
 
   function sayInPlace(elt, text, tone) {
-    var scope = elt.closest ? elt.closest("[data-scope]") : null;
+    var attached = document.body.contains(elt);
+    var scope = attached && elt.closest ? elt.closest("[data-scope]") : null;
     var slot = scope ? scope.querySelector("[data-feedback]") : null;
     if (slot) {
       slot.textContent = text;
@@ -143,7 +144,7 @@
       return "Queue " + body.queue + " is at its enqueue limit (" + body.current + " of " + body.limit + ").";
     }
     if (status >= 500) return "The server failed (" + status + ")" + (msg ? ": " + msg : "") + ".";
-    return (msg ? msg.charAt(0).toUpperCase() + msg.slice(1) : "Request failed (" + status + ")") + ".";
+    return msg ? "Refused: " + msg + "." : "Request failed (" + status + ").";
   }
 
   function successText(elt, body, xhr) {
@@ -168,11 +169,12 @@
       { target: selector, select: selector, swap: "outerHTML" });
   }
 
-  document.addEventListener("htmx:afterRequest", function (evt) {
-    var elt = evt.detail.elt;
-    if (!elt || !elt.hasAttribute || !elt.hasAttribute("data-mutation")) return;
-    var xhr = evt.detail.xhr;
-    if (!xhr || !xhr.status) return; // network failure: keep the key, see sendError
+  /* The answer is handled on the XHR itself, not on htmx:afterRequest: a live update may
+   * replace the clicked button (e.g. the job's sheet re-rendered because the action
+   * changed the job) before the response arrives, and events on a detached element
+   * never reach document listeners. */
+  function onAnswer(elt, xhr) {
+    if (!xhr.status) return; // network failure: keep the key, see sendError
     setTimeout(function () { elt._hgKey = null; }, 1000);
     var body = null;
     try { body = JSON.parse(xhr.responseText); } catch (e) { body = null; }
@@ -188,6 +190,13 @@
     } else {
       sayInPlace(elt, errorText(xhr.status, body), "error");
     }
+  }
+
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    var elt = evt.detail.elt;
+    if (!elt || !elt.hasAttribute || !elt.hasAttribute("data-mutation")) return;
+    var xhr = evt.detail.xhr;
+    xhr.addEventListener("loadend", function () { onAnswer(elt, xhr); });
   });
 
   document.addEventListener("htmx:sendError", function (evt) {
@@ -369,6 +378,11 @@
 
   document.addEventListener("htmx:afterSettle", function (evt) {
     if (evt.detail.target && evt.detail.target.id === "main") selected.clear();
+    var sheet = document.querySelector("#job-sheet.open");
+    if (sheet && evt.detail.target && evt.detail.target.id === "job-sheet" &&
+        window.matchMedia("(max-width: 760px)").matches) {
+      sheet.scrollIntoView({ block: "start" }); // on a phone the sheet opens above the list
+    }
     restoreSelection();
     sendTopics(false);
   });
