@@ -253,7 +253,8 @@ def test_retention_deletes_only_what_is_due_never_quarantined(
     store: Store, quarantine, all_jobs
 ) -> None:
     client = Client(store)
-    short = [client.enqueue("k", b"%d" % i, queue="short", retention_ms=300) for i in range(3)]
+    short = [client.enqueue("k", b"%d" % i, queue="short", retention_ms=1500)
+             for i in range(3)]
     long = [client.enqueue("k", b"L%d" % i, queue="long", retention_ms=3_600_000)
             for i in range(2)]
     waiting = client.enqueue("k", b"w", queue="idle", retention_ms=1)
@@ -309,23 +310,23 @@ def _beat(store: Store, worker_id: str) -> None:
 
 def test_stale_workers_older_than_the_bound_are_forgotten(store: Store) -> None:
     _beat(store, "old")
-    time.sleep(0.4)
+    time.sleep(1.2)
     _beat(store, "young")
-    assert store.forget_workers(10_000) == 0
-    assert store.forget_workers(250) == 1
+    assert store.forget_workers(60_000) == 0
+    assert store.forget_workers(600) == 1
     assert [w["worker_id"] for w in store.list_workers(3_600_000)] == ["young"]
     # The duty does the same with its configured bound.
-    time.sleep(0.3)
+    time.sleep(1.2)
     _beat(store, "newest")
     runner = DutyRunner(store, holder="age", intervals=FAST_INTERVALS,
-                        duties=["worker_aging"], forget_workers_after_ms=200)
+                        duties=["worker_aging"], forget_workers_after_ms=600)
     runner.start()
     try:
-        wait_for(lambda: [w["worker_id"] for w in store.list_workers(3_600_000)]
-                 == ["newest"] or runner.stats["worker_aging"].runs > 3, 3)
+        wait_for(lambda: "young" not in
+                 [w["worker_id"] for w in store.list_workers(3_600_000)], 3)
     finally:
         runner.stop()
-    assert "young" not in [w["worker_id"] for w in store.list_workers(3_600_000)]
+    assert runner.stats["worker_aging"].runs >= 1
 
 
 def test_history_duty_records_queue_depth_from_counters(store: Store) -> None:
@@ -361,9 +362,13 @@ def test_scheduler_duty_fires_schedules_with_the_runner_client(store: Store) -> 
     finally:
         runner.stop()
     assert set(sources) == {"periodic"}
-    job = store.get_job(f"periodic:s:{row['next_run_ms']}")
-    assert job is not None and job.periodic_origin == {"schedule_id": "s",
-                                                       "tick_ms": row["next_run_ms"]}
+    jobs = [j for j in store.list_jobs(headgate.JobFilter()).jobs
+            if j.periodic_schedule_id == "s"]
+    assert len(jobs) >= 2
+    for job in jobs:
+        assert job.periodic_tick_ms is not None
+        assert job.periodic_tick_ms >= row["next_run_ms"]
+        assert job.id == f"periodic:s:{job.periodic_tick_ms}"
 
 
 def test_concurrent_runners_in_threads_share_one_lease(db_url: str) -> None:
