@@ -61,7 +61,8 @@ class Server:
 
 
 def start_server(db: str, seeded: Seeded, log: Path, **env: str) -> Server:
-    port = free_port()
+    # HG_API_ADDR in `env` pins the address (a restart on the same port); else a free one.
+    port = int(env["HG_API_ADDR"].rsplit(":", 1)[1]) if "HG_API_ADDR" in env else free_port()
     environ = {**os.environ, **env}
     environ.pop("HG_API_TOKENS", None)
     proc = subprocess.Popen(

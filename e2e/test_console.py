@@ -74,6 +74,10 @@ def test_search_with_q_updates_the_url_and_explains_errors(server: Server, page:
     expect(rows.first).to_be_visible()
     for kind in rows.locator("td.kind").all_inner_texts():
         assert kind.startswith("send_email")
+    # The state sidebar filters in place and keeps the URL shareable.
+    page.locator("#state-counts .staterow", has_text="archived").click()
+    expect(page).to_have_url(re.compile(r"state=archived"))
+    expect(page.locator("h1")).to_contain_text("Dead letters")
     page.locator("#q").fill("color:red")
     page.locator("#q").press("Enter")
     expect(page.locator("#q-error")).to_contain_text("unknown search field `color`")
@@ -93,6 +97,11 @@ def test_open_a_job_sheet_then_back_closes_it(server: Server, page: Any,
     sheet.get_by_role("button", name="Show payload").click()
     expect(sheet.locator(".payloadview")).to_contain_text("shown as json")
     shot(page, "job-sheet", full_page=False)
+    page.keyboard.press("Escape")  # closes the sheet
+    expect(page).not_to_have_url(re.compile(r"job="))
+    page.go_back()  # ...and the back button brings it back
+    expect(page).to_have_url(re.compile(r"job="))
+    expect(page.locator("#job-sheet.open")).to_have_count(1)
     page.go_back()
     expect(page).not_to_have_url(re.compile(r"job="))
     expect(page.locator("#job-sheet.open")).to_have_count(0)
@@ -296,3 +305,28 @@ def test_create_a_rate_class_and_a_schedule_through_forms(server: Server, page: 
     expect(page.locator("#flash")).to_contain_text("Enqueued one extra run")
     row.get_by_role("link", name="Edit").click()
     expect(page.locator('textarea[name="payload"]')).to_have_value('{\n  "hello": "world"\n}')
+
+
+def test_a_dropped_socket_shows_a_banner_and_reconnects(
+    e2e_db: Any, page: Any, tmp_path: Any, shot: Callable[..., None]
+) -> None:
+    from .conftest import start_server, stop_server
+
+    db, seeded = e2e_db
+    srv = start_server(db, seeded, tmp_path / "a.log")
+    port = srv.base.rsplit(":", 1)[1]
+    try:
+        page.goto(srv.base + "/workers")
+        live(page)
+        stop_server(srv)
+        expect(page.locator("#live-banner")).to_be_visible(timeout=15_000)
+        expect(page.locator("#live-pill")).to_have_text("reconnecting…")
+        shot(page, "socket-dropped", full_page=False)
+        srv = start_server(db, seeded, tmp_path / "b.log", HG_API_ADDR=f"127.0.0.1:{port}")
+    finally:
+        pass
+    try:
+        expect(page.locator("#live-pill")).to_have_text("live", timeout=30_000)
+        expect(page.locator("#live-banner")).to_be_hidden()
+    finally:
+        stop_server(srv)

@@ -475,3 +475,15 @@ def test_b64_of_schedule_payload_round_trips_in_pause_bodies(client: Any,
     assert m, body
     sent = json.loads(m.group(1).replace("&#34;", '"'))
     assert sent["paused"] is True and base64.b64decode(sent["payload"]) == b'{"report":"nightly"}'
+
+
+def test_the_console_mounts_under_a_prefix(store: Any, db: str,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HG_UI_PREFIX", "/console/")
+    client = make_client(store, db)
+    headgate.Client(store).enqueue("k", b"", queue="pq")
+    body = text_of(client.get("/console/"))
+    assert 'href="/console/jobs"' in body and 'ws-connect="/console/live?page=overview"' in body
+    assert 'hx-post="/api/v1/queues/pq/pause"' in body  # the API stays at /api/v1
+    assert client.get("/console/jobs").status_code == 200
+    assert client.get("/jobs").status_code == 404

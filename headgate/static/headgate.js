@@ -13,6 +13,13 @@
 (function () {
   "use strict";
 
+  // Reconnect quickly after a blip, never more than ~8 s apart (the extension's default
+  // backs off to a minute, which reads as "dead" to someone watching the page).
+  htmx.config.wsReconnectDelay = function (retryCount) {
+    var cap = 1000 * Math.pow(2, Math.min(retryCount, 3));
+    return cap * (0.5 + Math.random() / 2);
+  };
+
   function meta(name) {
     var el = document.querySelector('meta[name="' + name + '"]');
     return el ? el.getAttribute("content") || "" : "";
