@@ -63,8 +63,11 @@ class Server:
 def start_server(db: str, seeded: Seeded, log: Path, **env: str) -> Server:
     # HG_API_ADDR in `env` pins the address (a restart on the same port); else a free one.
     port = int(env["HG_API_ADDR"].rsplit(":", 1)[1]) if "HG_API_ADDR" in env else free_port()
-    environ = {**os.environ, **env}
-    environ.pop("HG_API_TOKENS", None)
+    # The caller's environment must not switch auth or read-only on by accident.
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("HG_API_TOKENS", "HG_API_READ_TOKENS", "HG_API_TOKENS_FILE",
+                            "HG_READ_ONLY", "HG_UI_PREFIX")}
+    environ.update(env)
     proc = subprocess.Popen(
         [sys.executable, "-m", "headgate.cli", "serve", "--addr", f"127.0.0.1:{port}",
          "--store", f"sqlite:///{db}", "--threads", "24"],
@@ -76,7 +79,7 @@ def start_server(db: str, seeded: Seeded, log: Path, **env: str) -> Server:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited: {log.read_text()[-2000:]}")
         try:
-            if requests.get(base + "/api/v1/readyz", timeout=1).status_code == 200:
+            if requests.get(base + "/healthz", timeout=1).status_code == 200:
                 return Server(base, db, proc, seeded)
         except requests.RequestException:
             pass

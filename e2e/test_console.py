@@ -329,4 +329,44 @@ def test_a_dropped_socket_shows_a_banner_and_reconnects(
         expect(page.locator("#live-pill")).to_have_text("live", timeout=30_000)
         expect(page.locator("#live-banner")).to_be_hidden()
     finally:
+        page.goto("about:blank")  # close the socket so the server stops without waiting
         stop_server(srv)
+
+
+def test_with_api_tokens_the_console_asks_for_a_sign_in(e2e_db: Any, page: Any,
+                                                        tmp_path: Any,
+                                                        shot: Callable[..., None]) -> None:
+    from .conftest import start_server, stop_server
+
+    db, seeded = e2e_db
+    srv = start_server(db, seeded, tmp_path / "t.log", HG_API_TOKENS="e2e-token-1")
+    try:
+        page.goto(srv.base + "/queues/billing")
+        expect(page).to_have_url(re.compile(r"/signin\?next="))
+        shot(page, "sign-in")
+        page.locator("#token").fill("wrong")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.locator("p.error")).to_contain_text("not accepted")
+        page.locator("#token").fill("e2e-token-1")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page).to_have_url(re.compile(r"/queues/billing$"))
+        assert "e2e-token-1" not in page.url and "e2e-token-1" not in page.content()
+        live(page)
+        # A mutation made by the page reaches the token-protected API as this session.
+        page.get_by_role("button", name="Pause queue").click()
+        expect(page.locator("#flash")).to_contain_text("Queue paused")
+        stats = requests_get(srv.base + "/api/v1/queues", "e2e-token-1")
+        assert next(q for q in stats if q["queue"] == "billing")["paused"] is True
+        page.get_by_role("button", name="Resume queue").click()
+        expect(page.locator("#flash")).to_contain_text("Queue resumed")
+    finally:
+        page.goto("about:blank")
+        stop_server(srv)
+
+
+def requests_get(url: str, token: str) -> Any:
+    import requests
+
+    resp = requests.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    resp.raise_for_status()
+    return resp.json()
