@@ -487,3 +487,16 @@ def test_the_console_mounts_under_a_prefix(store: Any, db: str,
     assert 'hx-post="/api/v1/queues/pq/pause"' in body  # the API stays at /api/v1
     assert client.get("/console/jobs").status_code == 200
     assert client.get("/jobs").status_code == 404
+
+
+def test_a_read_only_token_makes_the_session_read_only(store: Any, db: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    client = make_client(store, db, api_tokens=("rw-token",), api_read_tokens=("ro-token",))
+    headgate.Client(store).enqueue("k", b"", queue="q2")
+    page = text_of(client.get("/signin"))
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    assert client.post("/signin", data={"token": "ro-token", "csrf": csrf}).status_code == 302
+    body = text_of(client.get("/"))
+    assert "read-only API token" in body
+    pause = re.search(r"<button[^>]*hx-post=\"/api/v1/queues/q2/pause\"[^>]*>", body)
+    assert pause and " disabled" in pause.group(0)
