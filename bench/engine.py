@@ -1,0 +1,218 @@
+"""Engine benchmark: enqueue and admit+ack throughput on a real store.
+
+Prints one JSON line per (metric, variant): the median and min–max jobs/s over `--runs`
+runs, each on a fresh database (a new SQLite file, or a new PostgreSQL database).
+
+Metrics:
+  single_enqueue   Client.enqueue, one job per call (one transaction each)
+  batch_enqueue    Client.enqueue_many, 1000 jobs per call
+  admit_ack        N jobs waiting; admit(capacity=100) then ack SUCCESS each, until done
+Variants:
+  plain            no policy in play
+  policies         every job in a rate class (limit high enough never to throttle),
+                   spread over 50 partitions, under a concurrency ceiling per partition
+
+Usage:
+  .venv/bin/python bench/engine.py [--n 20000] [--runs 3] [--store sqlite|pg]
+  (pg reads HG_PG, else HG_TEST_PG; --profile METRIC prints a cProfile summary)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import io
+import json
+import os
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import headgate  # noqa: E402
+from headgate import Client, Envelope, Outcome, Store  # noqa: E402
+
+QUEUE = "bench"
+BATCH = 1000
+CAPACITY = 100
+PARTITIONS = 50
+RATE_CLASS = "bench-rate"
+PAYLOAD = b'{"to": "someone@example.com", "template": "welcome", "n": %d}'
+
+
+# -- fresh databases ----------------------------------------------------------------------
+
+@contextlib.contextmanager
+def fresh_sqlite() -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="hg-bench-") as tmp:
+        yield f"sqlite:///{tmp}/bench.db"
+
+
+@contextlib.contextmanager
+def fresh_pg() -> Iterator[str]:
+    import psycopg
+
+    admin = os.environ.get("HG_PG") or os.environ.get("HG_TEST_PG")
+    if not admin:
+        raise SystemExit("bench: --store pg needs HG_PG or HG_TEST_PG (a postgresql:// URL)")
+    name = f"hg_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    parts = urlsplit(admin)
+    try:
+        yield urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def check_backend(kind: str) -> Callable[[], contextlib.AbstractContextManager[str]]:
+    if kind == "sqlite":
+        return fresh_sqlite
+    try:
+        import headgate.adapters.postgres  # noqa: F401
+    except ImportError as exc:
+        raise SystemExit(f"bench: the postgres adapter is not available ({exc})") from exc
+    return fresh_pg
+
+
+# -- workload -------------------------------------------------------------------------------
+
+def envelopes(n: int, policies: bool) -> list[Envelope]:
+    if not policies:
+        return [Envelope(kind="bench.job", payload=PAYLOAD % i, queue=QUEUE) for i in range(n)]
+    return [
+        Envelope(kind="bench.job", payload=PAYLOAD % i, queue=QUEUE,
+                 partition_key=f"tenant-{i % PARTITIONS:02d}", rate_class=RATE_CLASS)
+        for i in range(n)
+    ]
+
+
+def install_policies(store: Store) -> None:
+    # Large enough never to throttle N jobs, but consulted for every one of them.
+    store.upsert_rate_class(RATE_CLASS, limit=10_000_000, window_ms=1_000, burst=10_000_000)
+    store.upsert_concurrency_limit("bench-ceiling", queue=QUEUE, max_concurrent=10_000,
+                                   on_saturated="queue")
+
+
+def single_enqueue(store: Store, n: int, policies: bool) -> float:
+    client = Client(store)
+    envs = envelopes(n, policies)
+    start = time.perf_counter()
+    for env in envs:
+        client.enqueue_many([env])
+    return n / (time.perf_counter() - start)
+
+
+def batch_enqueue(store: Store, n: int, policies: bool) -> float:
+    client = Client(store)
+    envs = envelopes(n, policies)
+    start = time.perf_counter()
+    for i in range(0, n, BATCH):
+        client.enqueue_many(envs[i : i + BATCH])
+    return n / (time.perf_counter() - start)
+
+
+def admit_ack(store: Store, n: int, policies: bool) -> float:
+    client = Client(store)
+    envs = envelopes(n, policies)
+    for i in range(0, n, BATCH):
+        client.enqueue_many(envs[i : i + BATCH])
+    done = 0
+    start = time.perf_counter()
+    while done < n:
+        claims = store.admit("bench-worker", [QUEUE], capacity=CAPACITY, lease_ms=60_000)
+        if not claims:
+            raise RuntimeError(f"admit returned nothing with {n - done} jobs left")
+        for claim in claims:
+            store.ack(claim, Outcome.SUCCESS)
+        done += len(claims)
+    elapsed = time.perf_counter() - start
+    counts = store.counts(QUEUE)
+    if counts["completed"] != n:
+        raise RuntimeError(f"expected {n} completed, store counts {counts}")
+    return n / elapsed
+
+
+METRICS: dict[str, Callable[[Store, int, bool], float]] = {
+    "single_enqueue": single_enqueue,
+    "batch_enqueue": batch_enqueue,
+    "admit_ack": admit_ack,
+}
+
+
+def run_once(fresh: Callable[[], contextlib.AbstractContextManager[str]], metric: str,
+             n: int, policies: bool, profile: bool = False) -> float:
+    with fresh() as url:
+        store = headgate.open_store(url)
+        try:
+            if policies:
+                install_policies(store)
+            if not profile:
+                return METRICS[metric](store, n, policies)
+            prof = cProfile.Profile()
+            prof.enable()
+            rate = METRICS[metric](store, n, policies)
+            prof.disable()
+            out = io.StringIO()
+            pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(35)
+            out.write("\n-- by own time --\n")
+            pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(25)
+            print(out.getvalue(), file=sys.stderr)
+            return rate
+        finally:
+            store.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=20_000, help="jobs per run (default 20000)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per metric (default 3)")
+    parser.add_argument("--store", choices=("sqlite", "pg"), default="sqlite")
+    parser.add_argument("--metric", choices=sorted(METRICS), action="append",
+                        help="only these metrics (repeatable; default all)")
+    parser.add_argument("--variant", choices=("plain", "policies"), action="append",
+                        help="only these variants (repeatable; default both)")
+    parser.add_argument("--profile", choices=sorted(METRICS),
+                        help="profile one run of METRIC with cProfile (to stderr) and exit")
+    args = parser.parse_args(argv)
+    if args.n < 1 or args.runs < 1:
+        parser.error("--n and --runs must be >= 1")
+    fresh = check_backend(args.store)
+    variants = args.variant or ["plain", "policies"]
+
+    if args.profile:
+        for variant in variants:
+            rate = run_once(fresh, args.profile, args.n, variant == "policies", profile=True)
+            print(json.dumps({"metric": args.profile, "variant": variant, "profiled": True,
+                              "jobs_per_s": round(rate)}))
+        return 0
+
+    for metric in args.metric or list(METRICS):
+        for variant in variants:
+            rates = [run_once(fresh, metric, args.n, variant == "policies")
+                     for _ in range(args.runs)]
+            print(json.dumps({
+                "metric": metric,
+                "variant": variant,
+                "store": args.store,
+                "n": args.n,
+                "runs": args.runs,
+                "unit": "jobs/s",
+                "median": round(statistics.median(rates)),
+                "min": round(min(rates)),
+                "max": round(max(rates)),
+            }), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

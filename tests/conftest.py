@@ -1,0 +1,158 @@
+"""Shared fixtures: a real store per backend, on a fresh database per test.
+
+`store_url` is parametrized by backend; `store` and `client` build on it, so every
+test that asks for any of them runs once per backend, all three pointing at the same
+database. SQLite gets a file in the test's tmp dir. PostgreSQL gets a freshly created
+database (from the server named by `HG_TEST_PG`) that is dropped afterwards; it is
+skipped until `headgate.adapters.postgres` exists, so the PostgreSQL adapter plugs in
+without any test changing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+import headgate
+from headgate import Client, Store, open_store
+
+PG_ENV = "HG_TEST_PG"
+
+
+def pg_available() -> bool:
+    if not os.environ.get(PG_ENV):
+        return False
+    try:
+        return importlib.util.find_spec("headgate.adapters.postgres") is not None
+    except ImportError:
+        return False
+
+
+def _with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+def _pg_database() -> Iterator[str]:
+    """Create `hg_<random>` on the HG_TEST_PG server, yield its URL, drop it."""
+    import psycopg  # only needed (and only imported) when PostgreSQL runs
+
+    admin_url = os.environ[PG_ENV]
+    name = f"hg_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield _with_database(admin_url, name)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "pg"])
+def store_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
+    """A URL naming a fresh, empty database of the parametrized backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/hg.db"
+        return
+    if not pg_available():
+        pytest.skip("postgres adapter not available")
+    yield from _pg_database()
+
+
+@pytest.fixture
+def backend(store_url: str) -> str:
+    return "sqlite" if store_url.startswith("sqlite:") else "pg"
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    """The store on `store_url`, migrated."""
+    s = open_store(store_url)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def open_more(store_url: str) -> Iterator[Callable[[], Store]]:
+    """Opens extra stores on the same database (another process's view of it)."""
+    opened: list[Store] = []
+
+    def _open() -> Store:
+        s = open_store(store_url, migrate=False)
+        opened.append(s)
+        return s
+
+    yield _open
+    for s in opened:
+        s.close()
+
+
+@pytest.fixture
+def client(store: Store) -> Client:
+    return headgate.Client(store)
+
+
+# -- helpers shared by the store tests (fixtures, so no test imports conftest) --------
+
+def _all_jobs(store: Store, queue: str | None = None) -> list[headgate.Job]:
+    """Every job, by paging the public listing (the test's own recount)."""
+    jobs: list[headgate.Job] = []
+    cursor: str | None = None
+    while True:
+        page = store.list_jobs(headgate.JobFilter(queue=queue), cursor=cursor, limit=200)
+        jobs.extend(page.jobs)
+        if page.next_cursor is None:
+            return jobs
+        cursor = page.next_cursor
+
+
+@pytest.fixture
+def all_jobs() -> Callable[..., list[headgate.Job]]:
+    return _all_jobs
+
+
+def lose_lease(store: Store, job_id: str, queue: str, worker: str = "crasher") -> headgate.Job:
+    """Admit `job_id` (alone in `queue`) on a 30 ms lease, let it expire and reclaim it:
+    one real lost lease. A retryable job is made due again at once so the next crash
+    need not wait out the reclaim backoff."""
+    claims = store.admit(worker, [queue], capacity=1, lease_ms=30)
+    assert [c.job.id for c in claims] == [job_id]
+    deadline = claims[0].lease_expires_at_ms
+    while store.now_ms() <= deadline:
+        time.sleep(0.01)
+    assert store.reclaim_expired() == 1
+    job = store.get_job(job_id)
+    assert job is not None
+    if job.state is headgate.State.RETRYABLE:
+        store.reschedule_job(job_id, 0)
+    return job
+
+
+@pytest.fixture
+def crash() -> Callable[..., headgate.Job]:
+    return lose_lease
+
+
+def quarantine_fingerprint(store: Store, kind: str, payload: bytes) -> str:
+    """Get (kind, payload)'s fingerprint quarantined the real way: a job with it loses
+    its lease three times. The crasher lives in its own queue, `crash-<fp>`."""
+    fp = headgate.fingerprint(kind, payload)
+    queue = f"crash-{fp[:8]}"
+    job_id = headgate.Client(store).enqueue(kind, payload, queue=queue)
+    for _ in range(3):
+        job = lose_lease(store, job_id, queue)
+    assert job.state is headgate.State.QUARANTINED
+    return fp
+
+
+@pytest.fixture
+def quarantine() -> Callable[[Store, str, bytes], str]:
+    return quarantine_fingerprint
