@@ -54,7 +54,8 @@ def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None
     )
     app.extensions[API_KEY] = state
     app.extensions["headgate.api.background"] = background
-    app.config.setdefault("MAX_CONTENT_LENGTH", MAX_CONTENT_LENGTH)
+    if app.config.get("MAX_CONTENT_LENGTH") is None:  # Flask's default is unlimited
+        app.config["MAX_CONTENT_LENGTH"] = MAX_CONTENT_LENGTH
     app.register_blueprint(bp)
     app.register_blueprint(ops_bp)
     app.register_error_handler(HTTPException, handle_http_exception)

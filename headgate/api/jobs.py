@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Any
 
 import flask
@@ -27,6 +28,7 @@ from .errors import ApiError, raw_msg
 from .params import dflt, json_body, opt, query, req
 
 MAX_ACTION_IDS = 1000
+CURSOR = re.compile(r"[A-Za-z0-9_-]{1,1400}={0,2}")
 
 
 def b64encode(data: bytes) -> str:
@@ -149,6 +151,9 @@ def list_jobs() -> flask.Response:
     if p["q"] is not None:
         parse_q(p["q"], f)
     limit = 50 if p["limit"] is None else p["limit"]
+    if p["cursor"] and not CURSOR.fullmatch(p["cursor"]):
+        # Cursors are opaque url-safe tokens; anything else did not come from us.
+        raise ApiError(400, "invalid cursor")
     s = store()
     page = s.list_jobs(f, p["cursor"] or None, limit, include_payload=p["include_payload"])
     now = s.now_ms()
