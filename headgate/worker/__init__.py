@@ -1,4 +1,35 @@
-"""The worker runtime (SPEC §8): ``Worker``, handler outcomes, the job context."""
+"""The worker runtime (SPEC §8): ``Worker``, handler outcomes, the job context.
+
+::
+
+    from headgate import JsonDecoder, Retry, Skip, Worker
+
+    def make_worker(store):                      # headgate worker --app shop:make_worker
+        worker = Worker(store, queues=["email"], concurrency=8)
+
+        @worker.handler("email.send", decoder=JsonDecoder(), timeout_ms=30_000)
+        def send(job, ctx):
+            message = ctx.payload                 # decoded; job.payload is the raw bytes
+            if message["to"].endswith(".invalid"):
+                return Skip("no such domain")     # archived, never retried
+            ctx.progress(1, 2, "connecting")
+            ctx.logger.info("sending to %s", message["to"])   # kept in the attempt history
+            if ctx.cancelled.wait(0.1):           # timeout, operator cancel, shutdown...
+                return None                       # (the outcome is then the runtime's)
+            raise Retry(delay_ms=5_000)           # or return it; any other exception retries
+
+        return worker
+
+Handlers are called as ``handler(job, ctx)``: ``job`` is the claimed ``headgate.Job``
+(counters included: ``attempt``, ``crash_attempt``, ``fence``), ``ctx`` a ``JobContext``.
+Returning ``None`` (or any non-outcome) is success; returning ``bytes`` records them as
+the result, like ``ctx.set_result``. Outcomes: ``Retry``, ``Skip``, ``Revoke``,
+``Snooze``, ``RateLimited``, ``Undecodable`` — raised or returned.
+
+Decisions the runtime makes where the spec leaves room are documented on ``Worker``,
+in ``runtime`` (threads, how an attempt ends), ``isolation`` and ``launcher`` (CLI,
+signals, exit codes).
+"""
 
 from .context import JobContext
 from .decoders import JsonDecoder

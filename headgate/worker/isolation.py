@@ -9,7 +9,9 @@ it is acked as a retry with "child process died (signal N)".
 How: children start from a fork server (``multiprocessing`` "forkserver", preloaded
 with the handler modules, so a child costs a fork, not an interpreter start-up), or
 ``spawn`` where fork servers are unavailable. The handler is looked up in the child by
-``module:qualname``, so it must be a module-level function. The parent decodes the
+``module:qualname``, so it must be a module-level function (its module is imported
+in the fork server, so it should not open stores or threads at import time — use the
+``--app`` factory form for that). The parent decodes the
 payload (an undecodable job never costs a process) and pickles job and decoded value to
 the child. Progress, output, result and log lines come back over a pipe; the parent
 writes them with the attempt's fence, so a child of a superseded attempt cannot write.
@@ -194,7 +196,7 @@ def run_isolated(
             if receiver.poll(0.02):
                 try:
                     message = receiver.recv()
-                except (EOFError, OSError):
+                except Exception:  # noqa: BLE001 - EOF, or a message torn by a kill
                     break
                 done = _apply(message, ctx, capture, forward) or done
                 if done is not None:
@@ -205,7 +207,7 @@ def run_isolated(
                 while receiver.poll(0):
                     try:
                         done = _apply(receiver.recv(), ctx, capture, forward) or done
-                    except (EOFError, OSError):
+                    except Exception:  # noqa: BLE001
                         break
                 break
             if ctx.cancelled.is_set():

@@ -24,6 +24,19 @@ available, nothing charged), or abandonment (the store says it is no longer ours
 lease lost or operator cancel — the store already decided its fate, so we write
 nothing). ``_Attempt.settled`` makes that choice once, whichever thread gets there
 first.
+
+Choices where the spec is silent:
+
+- The registry row is kept on exit with status ``stopped`` (not deleted): the
+  dashboard can show that a worker left cleanly, and stale-worker aging forgets it.
+  Statuses: running, quiet, stopping (terminate / SIGTERM), restarting, stopped.
+- ``resign`` steps down from duty leases for ``resign_cooldown_ms`` (60 s), then this
+  worker competes again — so a lone worker cannot leave the fleet without a reclaimer.
+- While acks cannot be written (store unavailable) the dispatcher admits nothing; acks
+  older than a lease are given up (the reclaimer recovers those jobs).
+- A lease that could not be renewed until its expiry is treated as lost: the handler
+  is cancelled and the job handed back with ``release`` (a no-op if someone else
+  already reclaimed it), so a store outage is not charged as a crash when avoidable.
 """
 
 from __future__ import annotations
