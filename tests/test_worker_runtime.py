@@ -433,3 +433,30 @@ def test_a_locked_database_makes_the_worker_back_off_and_continue(
     finally:
         worker.stop(drain_ms=0, timeout=15)
         impatient.close()
+
+
+def test_captured_log_lines_are_bounded_and_kept_with_the_failed_attempt(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    def chatty(job: Job, ctx: JobContext) -> None:
+        ctx.logger.debug("below the capture level")
+        for i in range(120):
+            ctx.logger.info("step %d", i)
+        try:
+            raise KeyError("missing")
+        except KeyError:
+            ctx.logger.exception("lookup failed")
+        raise RuntimeError("gave up")
+
+    worker = make_worker(max_log_lines=20)
+    worker.register("chatty", chatty)
+    job_id = headgate.Client(store).enqueue("chatty", b"", max_attempts=1)
+    worker.start()
+    wait_for(lambda: state_of(store, job_id) is State.ARCHIVED, 10, "the failure")
+    entry = store.get_job(job_id).errors[-1]
+    assert entry["error"].startswith("RuntimeError: gave up")
+    logs = entry["logs"]
+    assert len(logs) == 20
+    assert logs[0] == "(102 earlier log lines dropped)"
+    assert logs[1:] == [f"INFO step {i}" for i in range(102, 120)] + [
+        "ERROR lookup failed [KeyError: 'missing']"]

@@ -96,8 +96,9 @@ class LogCapture(logging.Handler):
     def lines(self) -> list[str]:
         out = list(self._lines)
         if self.dropped:
-            out[0:0] = [f"({self.dropped} earlier log lines dropped)"]
-            out = out[-self.max_lines:]
+            # The marker takes one slot, so the newest lines that still fit stay.
+            kept = out[-(self.max_lines - 1):] if self.max_lines > 1 else []
+            out = [f"({self.dropped + len(out) - len(kept)} earlier log lines dropped)", *kept]
         return out
 
 
