@@ -296,8 +296,9 @@ def test_env_configures_the_cli_and_a_second_sigterm_releases_at_once(
     try:
         wait_for(started_marker(tmp_path, job_id).exists, 20, "the job to start")
         job = store.get_job(job_id)
-        # HG_LEASE_MS won over the app's 1500 ms.
-        assert 3_000 <= job.lease_expires_at_ms - store.now_ms() <= 4_000
+        # HG_LEASE_MS won over the app's 1500 ms (renewed every 4000/3 ms, so at least
+        # two thirds of it are always left).
+        assert 2_500 <= job.lease_expires_at_ms - store.now_ms() <= 4_000
         proc.send_signal(signal.SIGTERM)  # drain would wait 30 s for the blocked job...
         time.sleep(0.5)
         assert proc.poll() is None

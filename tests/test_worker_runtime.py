@@ -397,7 +397,7 @@ def test_an_idle_worker_in_the_same_process_picks_up_at_once(
     enqueued = time.monotonic()
     headgate.Client(store).enqueue("stamp", b"")
     wait_for(lambda: seen, 5, "pickup")
-    assert seen[0] - enqueued < 0.2  # woken by the store's activity signal, not a poll
+    assert seen[0] - enqueued < 0.5  # woken by the store's activity signal, not a 5 s poll
 
 
 def test_a_locked_database_makes_the_worker_back_off_and_continue(
