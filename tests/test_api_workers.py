@@ -24,10 +24,11 @@ def beat(api: Api, worker_id: str, queues: list[str], *, concurrency: int = 4,
 
 def age_worker(api: Api, worker_id: str, by_ms: int) -> None:
     """Make a worker's last heartbeat `by_ms` old (the registry has no clock to fake)."""
-    api.store.db.query(  # type: ignore[attr-defined]
-        "UPDATE workers SET heartbeat_at_ms = heartbeat_at_ms - ? WHERE worker_id = ?",
-        (by_ms, worker_id),
-    )
+    with api.store.db.write() as (conn, _):  # type: ignore[attr-defined]
+        conn.execute(
+            "UPDATE workers SET heartbeat_at_ms = heartbeat_at_ms - ? WHERE worker_id = ?",
+            (by_ms, worker_id),
+        )
 
 
 def test_workers_lists_live_workers_with_ratios(api: Api) -> None:

@@ -33,7 +33,7 @@ from . import (  # noqa: F401
 from .auth import TokenSet
 from .blueprint import bp
 from .context import API_KEY, ApiHooks, ApiState, api_state
-from .errors import handle_http_exception, handle_unexpected
+from .errors import handle_http_exception
 from .metrics import Metrics, ops_bp
 
 # A 1 MiB payload is ~1.4 MB of base64; the rest of an envelope fits in the margin.
@@ -58,8 +58,10 @@ def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None
         app.config["MAX_CONTENT_LENGTH"] = MAX_CONTENT_LENGTH
     app.register_blueprint(bp)
     app.register_blueprint(ops_bp)
+    # App-wide only for routing errors (404/405/413 under /api/ become JSON; other paths
+    # keep Flask's pages). Unexpected exceptions are caught by the API's own blueprints,
+    # so the dashboard's errors still propagate the way Flask normally handles them.
     app.register_error_handler(HTTPException, handle_http_exception)
-    app.register_error_handler(Exception, handle_unexpected)
 
     from headgate.web.app import get_store  # deferred: the web layer imports this package
 

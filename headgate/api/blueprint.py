@@ -16,7 +16,7 @@ from headgate.core import HeadgateError
 from . import idempotency
 from .auth import authenticate
 from .context import api_state
-from .errors import ApiError, store_error
+from .errors import ApiError, handle_unexpected, store_error
 
 bp = flask.Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -55,6 +55,11 @@ def _api_error(exc: ApiError) -> flask.Response:
 @bp.errorhandler(HeadgateError)
 def _store_error(exc: HeadgateError) -> flask.Response:
     return store_error(exc).response()
+
+
+# Anything else (a bug, a broken embedding hook): logged, answered with a bare JSON 500 —
+# never a stack trace or an HTML page.
+bp.register_error_handler(Exception, handle_unexpected)
 
 
 def no_content(headers: dict[str, str] | None = None) -> flask.Response:

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 import flask
-from werkzeug.exceptions import HTTPException, InternalServerError
+from werkzeug.exceptions import HTTPException
 
 from headgate.core import (
     Backpressure,
@@ -121,7 +121,8 @@ def handle_http_exception(exc: HTTPException) -> Any:
 
 
 def handle_unexpected(exc: Exception) -> Any:
-    """Never a stack trace on the wire: log it, answer a bare 500 envelope."""
+    """The API blueprints' catch-all. Never a stack trace on the wire: log it, answer a
+    bare 500 envelope (HTTP and store errors reaching here keep their own mapping)."""
     if isinstance(exc, HTTPException):
         return handle_http_exception(exc)
     if isinstance(exc, ApiError):
@@ -129,6 +130,4 @@ def handle_unexpected(exc: Exception) -> Any:
     if isinstance(exc, HeadgateError):
         return store_error(exc).response()
     log.exception("unhandled error on %s %s", flask.request.method, flask.request.path)
-    if not is_api_request():
-        return InternalServerError()
     return error_response(500, "internal server error")

@@ -32,7 +32,7 @@ from headgate.store.port import Store
 
 from .auth import authenticate
 from .context import api_state
-from .errors import ApiError, store_error
+from .errors import ApiError, handle_unexpected, store_error
 
 ops_bp = flask.Blueprint("ops", __name__)
 
@@ -45,6 +45,9 @@ def _api_error(exc: ApiError) -> flask.Response:
 @ops_bp.errorhandler(HeadgateError)
 def _store_error(exc: HeadgateError) -> flask.Response:
     return store_error(exc).response()
+
+
+ops_bp.register_error_handler(Exception, handle_unexpected)
 
 MINUTE_MS = 60_000
 SETTLE_MS = 2 * MINUTE_MS
