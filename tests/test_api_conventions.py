@@ -286,3 +286,20 @@ def test_readyz_is_one_ping_and_healthz_touches_nothing(servers) -> None:
     finally:
         servers.stop_all()
         inner.close()
+
+
+def test_unexpected_errors_are_a_bare_json_500(make_api) -> None:
+    """A broken embedding hook is a 500 envelope: no trace, no HTML, key released."""
+    calls = []
+
+    def broken(context, batch, call_next):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("secret internals")
+        return call_next(batch)
+
+    api = make_api(middleware=[broken])
+    r = api.post("/jobs", json={"kind": "k", "payload": ""}, key="k")
+    assert (r.status_code, r.json()) == (500, {"error": "internal server error"})
+    r = api.post("/jobs", json={"kind": "k", "payload": ""}, key="k")  # runs again
+    assert r.status_code == 201 and "replayed" not in r.json()

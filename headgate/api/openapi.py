@@ -536,7 +536,9 @@ def _paths() -> dict[str, dict[str, Any]]:
     add("/events", "get", _operation(
         "get", "events", "Server-Sent Events: queue_activity", "events",
         params=[{"name": "Last-Event-ID", "in": "header", "required": False,
-                 "description": "Resume after this event id.", "schema": STR}],
+                 "description": "Resume after this event id.", "schema": STR},
+                _query_param("last_event_id", STR, "The same, for clients that cannot "
+                             "set headers (the header wins).")],
         ok={"200": _resp(
             "`event: queue_activity` with `data: {\"queues\": [...]}` (coalesced over "
             "200 ms), `:hb` keepalives every 15 s, `event: resync` after a gap.",
