@@ -115,6 +115,13 @@ class Gate:
     )
     claimed: list[str] = field(default_factory=list)
     claimed_set: set[str] = field(default_factory=set)
+    # Fairness state, written back after the claims so every transaction takes the
+    # counter rows (claims' triggers) before the partition rows: one lock order.
+    deficits: dict[tuple[str, str], int] = field(default_factory=dict)
+    loaded_deficits: dict[tuple[str, str], int] = field(default_factory=dict)
+    cursors: dict[str, str] = field(default_factory=dict)
+    # Claims and cancellations this call made, not yet in the partition counters.
+    running_delta: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def rate(self, name: str) -> RateBucket | None:
         if name not in self.rates:
@@ -176,7 +183,8 @@ def admit(
     remaining = capacity
     hungry: list[tuple] = []
     for row, share in zip(active, _weighted_shares(capacity, [r[1] for r in active]), strict=True):
-        got = _admit_queue(gate, row[0], row[3], min(share, remaining), quantum)
+        gate.cursors[row[0]] = row[3]
+        got = _admit_queue(gate, row[0], min(share, remaining), quantum)
         remaining -= got
         if got == share:  # a share of 0 still takes what others leave
             hungry.append(row)
@@ -184,15 +192,8 @@ def admit(
     for row in hungry:
         if remaining <= 0:
             break
-        cursor = conn.execute("SELECT rr_cursor FROM queues WHERE name = ?", (row[0],)).fetchone()
-        remaining -= _admit_queue(gate, row[0], cursor[0], remaining, quantum)
+        remaining -= _admit_queue(gate, row[0], remaining, quantum)
 
-    for name, bucket in gate.rates.items():
-        if bucket is not None and bucket.dirty:
-            conn.execute(UPDATE_RATE_TOKENS, (bucket.tokens, now, name))
-    bump_history(conn, now, gate.rejections)
-    if not gate.claimed:
-        return []
     jobs = {}
     for i in range(0, len(gate.claimed), 500):
         chunk = gate.claimed[i : i + 500]
@@ -203,7 +204,23 @@ def admit(
             # A row an operator changed meanwhile was not claimed: trust the lease id.
             if job.lease_id == lease_id:
                 jobs[job.id] = job
+    _write_back(gate, rows)
     return [Claim(jobs[i], lease_id, jobs[i].fence, expires) for i in gate.claimed if i in jobs]
+
+
+def _write_back(gate: Gate, queue_rows: list[tuple]) -> None:
+    """Persist fairness state, tokens and rejection counts, only what changed."""
+    conn, now = gate.conn, gate.now
+    for (queue, key), deficit in sorted(gate.deficits.items()):
+        if gate.loaded_deficits.get((queue, key)) != deficit:
+            conn.execute(UPDATE_DEFICIT, (deficit, queue, key))
+    for name, _, _, cursor in queue_rows:
+        if name in gate.cursors and gate.cursors[name] != cursor:
+            conn.execute(UPDATE_RR_CURSOR, (gate.cursors[name], name))
+    for name, bucket in sorted(gate.rates.items()):
+        if bucket is not None and bucket.dirty:
+            conn.execute(UPDATE_RATE_TOKENS, (bucket.tokens, now, name))
+    bump_history(conn, now, gate.rejections)
 
 
 def _weighted_shares(capacity: int, weights: list[int]) -> list[int]:
@@ -216,7 +233,7 @@ def _weighted_shares(capacity: int, weights: list[int]) -> list[int]:
     return shares
 
 
-def _admit_queue(gate: Gate, queue: str, rr_cursor: str, want: int, quantum: int | None) -> int:
+def _admit_queue(gate: Gate, queue: str, want: int, quantum: int | None) -> int:
     """Deficit round robin over the queue's partitions; returns how many were claimed."""
     if want <= 0:
         return 0
@@ -224,12 +241,16 @@ def _admit_queue(gate: Gate, queue: str, rr_cursor: str, want: int, quantum: int
     parts = conn.execute(SELECT_PARTITIONS, (queue,)).fetchall()
     if not parts:
         return 0
+    rr_cursor = gate.cursors[queue]
     # Resume after the partition served last, so ties rotate between calls.
     start = next((i for i, p in enumerate(parts) if p[0] > rr_cursor), 0)
     parts = parts[start:] + parts[:start]
     q = quantum or max(1, math.ceil(want / len(parts)))
-    deficits = {p[0]: p[1] for p in parts}
-    running = {p[0]: p[2] for p in parts}
+    for key, deficit, _ in parts:
+        gate.loaded_deficits.setdefault((queue, key), deficit)
+    deficits = {p[0]: gate.deficits.get((queue, p[0]), p[1]) for p in parts}
+    base_running = {p[0]: p[2] for p in parts}
+    running = {k: n + gate.running_delta.get((queue, k), 0) for k, n in base_running.items()}
     active = [p[0] for p in parts]
     remaining, last_served = want, rr_cursor
     while remaining > 0 and active:
@@ -251,8 +272,10 @@ def _admit_queue(gate: Gate, queue: str, rr_cursor: str, want: int, quantum: int
                 still.append(key)
         active = still
     for key, deficit in deficits.items():
-        conn.execute(UPDATE_DEFICIT, (deficit, queue, key))
-    conn.execute(UPDATE_RR_CURSOR, (last_served, queue))
+        gate.deficits[(queue, key)] = deficit
+    for key, n in running.items():
+        gate.running_delta[(queue, key)] = n - base_running[key]
+    gate.cursors[queue] = last_served
     return want - remaining
 
 
