@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import flask
 
-from headgate.adapters.sqlite.control import SATURATION_STRATEGIES
+from headgate.adapters.sql.control import SATURATION_STRATEGIES
 
 from .blueprint import bp, empty_ok, json_response, no_content
 from .context import store

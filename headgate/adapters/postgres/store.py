@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import psycopg
 
-from headgate.adapters.sqlite import enqueue
-from headgate.adapters.sqlite.store import SqliteStore
+from headgate.adapters.sql import enqueue
+from headgate.adapters.sql.store import SqlStore
 from headgate.core import Envelope
 from headgate.store.activity import ActivityHub
 
@@ -19,7 +19,7 @@ from .notify import CHANNEL, Listener, encode, new_origin
 log = logging.getLogger("headgate.postgres")
 
 
-class PostgresStore(SqliteStore):
+class PostgresStore(SqlStore):
     backend = "postgres"
 
     def __init__(self, url: str, *, migrate: bool = True, notify: bool = True,

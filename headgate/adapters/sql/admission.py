@@ -10,7 +10,6 @@ claimed rows are read in full, so a blocked backlog never costs payload reads.
 from __future__ import annotations
 
 import math
-import sqlite3
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from headgate.core import Claim, Explanation, State
 from headgate.core.errors import InvalidInput
 
+from .conn import Connection
 from .lifecycle import promote_due
 from .rows import JOB_COLUMNS_WITH_PAYLOAD, append_error, bump_history, error_entry, row_to_job
 
@@ -102,7 +102,7 @@ class RateBucket:
 class Gate:
     """Policy state for one admit call: loaded lazily, written back once."""
 
-    conn: sqlite3.Connection
+    conn: Connection
     now: int
     worker_id: str
     rates: dict[str, RateBucket | None] = field(default_factory=dict)
@@ -164,7 +164,7 @@ def validate_admit_args(
 
 
 def admit(
-    conn: sqlite3.Connection, now: int, worker_id: str, queues: Sequence[str],
+    conn: Connection, now: int, worker_id: str, queues: Sequence[str],
     capacity: int, lease_ms: int, quantum: int | None,
 ) -> list[Claim]:
     promote_due(conn, now, 1000)
@@ -368,7 +368,7 @@ def _ceiling(
     return "ok"
 
 
-def explain(conn: sqlite3.Connection, now: int, job_id: str) -> Explanation | None:
+def explain(conn: Connection, now: int, job_id: str) -> Explanation | None:
     row = conn.execute(
         "SELECT state, queue, partition_key, priority, rowid, fingerprint, rate_class, weight, "
         "scheduled_at_ms, sticky_worker FROM jobs WHERE id = ?", (job_id,)

@@ -6,7 +6,6 @@ core/transitions.json stays the one description of the lifecycle.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 
 from headgate.core import Claim, GuardContext, LeaseLost, Outcome, State, retry_delay_ms, transition
@@ -14,6 +13,7 @@ from headgate.core.envelope import MAX_PAYLOAD
 from headgate.core.errors import InvalidInput
 from headgate.core.transitions import DEFAULT_CRASH_LIMIT
 
+from .conn import Connection
 from .rows import append_error, bump_history, error_entry
 
 SELECT_FOR_ACK = """
@@ -65,7 +65,7 @@ MAX_PROGRESS_MESSAGE = 512
 FAILED_OUTCOMES = {Outcome.RETRY, Outcome.SKIP, Outcome.UNDECODABLE}
 
 
-def _locked_job(conn: sqlite3.Connection, job_id: str) -> tuple | None:
+def _locked_job(conn: Connection, job_id: str) -> tuple | None:
     sql = SELECT_FOR_ACK.format(for_update=conn.dialect.for_update)  # type: ignore[attr-defined]
     return conn.execute(sql, (job_id,)).fetchone()
 
@@ -78,7 +78,7 @@ def _lost_unless(row: tuple | None, claim: Claim) -> tuple:
 
 
 def ack(
-    conn: sqlite3.Connection, now: int, claim: Claim, outcome: Outcome, error: str | None,
+    conn: Connection, now: int, claim: Claim, outcome: Outcome, error: str | None,
     delay_ms: int | None, result: bytes | None, result_schema_version: int,
     logs: Sequence[str],
 ) -> str:
@@ -130,7 +130,7 @@ def ack(
     return queue
 
 
-def _drain_rate_class(conn: sqlite3.Connection, now: int, name: str, delay_ms: int) -> None:
+def _drain_rate_class(conn: Connection, now: int, name: str, delay_ms: int) -> None:
     """A handler that hit an external rate limit empties its class for `delay_ms`, so the
     whole fleet backs off, not just this worker."""
     row = conn.execute(
@@ -141,12 +141,12 @@ def _drain_rate_class(conn: sqlite3.Connection, now: int, name: str, delay_ms: i
         conn.execute(DRAIN_RATE_CLASS, (-(delay_ms * limit / window_ms), now, name))
 
 
-def _update(conn: sqlite3.Connection, job_id: str, sets: dict[str, object]) -> None:
+def _update(conn: Connection, job_id: str, sets: dict[str, object]) -> None:
     assignments = ", ".join(f"{column} = ?" for column in sets)
     conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*sets.values(), job_id))
 
 
-def renew(conn: sqlite3.Connection, now: int, claims: Sequence[Claim], lease_ms: int) -> list[str]:
+def renew(conn: Connection, now: int, claims: Sequence[Claim], lease_ms: int) -> list[str]:
     lost = []
     for claim in claims:
         cur = conn.execute(RENEW, (now + lease_ms, claim.job.id, claim.lease_id, claim.fence))
@@ -155,7 +155,7 @@ def renew(conn: sqlite3.Connection, now: int, claims: Sequence[Claim], lease_ms:
     return lost
 
 
-def release(conn: sqlite3.Connection, now: int, claims: Sequence[Claim]) -> set[str]:
+def release(conn: Connection, now: int, claims: Sequence[Claim]) -> set[str]:
     """Hand claims back without charging an attempt: the table's rate_limited row
     (running → available, neither counter moves)."""
     queues = set()
@@ -174,7 +174,7 @@ def release(conn: sqlite3.Connection, now: int, claims: Sequence[Claim]) -> set[
 
 
 def write_progress(
-    conn: sqlite3.Connection, now: int, claim: Claim, current: int, total: int,
+    conn: Connection, now: int, claim: Claim, current: int, total: int,
     message: str | None,
 ) -> None:
     for name, value in (("current", current), ("total", total)):
@@ -190,7 +190,7 @@ def write_progress(
 
 
 def write_output(
-    conn: sqlite3.Connection, now: int, claim: Claim, data: bytes, schema_version: int
+    conn: Connection, now: int, claim: Claim, data: bytes, schema_version: int
 ) -> None:
     if not isinstance(data, bytes | bytearray) or len(data) > MAX_PAYLOAD:
         raise InvalidInput(f"output must be bytes of at most {MAX_PAYLOAD}")
@@ -202,7 +202,7 @@ def write_output(
 
 
 def reclaim_expired(
-    conn: sqlite3.Connection, now: int, limit: int, crash_limit: int = DEFAULT_CRASH_LIMIT
+    conn: Connection, now: int, limit: int, crash_limit: int = DEFAULT_CRASH_LIMIT
 ) -> set[str]:
     """lease_lost for every expired lease: crash accounting, quarantine at the limit."""
     queues = set()
@@ -233,10 +233,10 @@ def reclaim_expired(
     return len(rows), queues
 
 
-def promote_due(conn: sqlite3.Connection, now: int, limit: int) -> tuple[int, set[str]]:
+def promote_due(conn: Connection, now: int, limit: int) -> tuple[int, set[str]]:
     rows = conn.execute(PROMOTE_DUE, (now, limit, now)).fetchall()
     return len(rows), {row[0] for row in rows}
 
 
-def evict_retained(conn: sqlite3.Connection, now: int, limit: int) -> int:
+def evict_retained(conn: Connection, now: int, limit: int) -> int:
     return conn.execute(EVICT, (now, limit)).rowcount

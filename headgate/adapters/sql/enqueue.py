@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from headgate.core.envelope import (
     REPLACE_SCHEDULED_AT,
 )
 
+from .conn import Connection
 from .rows import bump_history
 
 DEFAULT_RETENTION_MS = 24 * 3_600_000
@@ -90,7 +90,7 @@ def _chunks(items: list, size: int = CHUNK):
         yield items[i : i + size]
 
 
-def enqueue(conn: sqlite3.Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResult:
+def enqueue(conn: Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResult:
     """Insert validated envelopes. A Duplicate on a single envelope is returned (so a
     replace/debounce commits); in a batch it is raised so the batch writes nothing."""
     ids = [env.id for env in envs]
@@ -149,7 +149,7 @@ def enqueue(conn: sqlite3.Connection, now: int, envs: Sequence[Envelope]) -> Enq
     return result
 
 
-def _existing(conn: sqlite3.Connection, ids: list[str]) -> dict[str, tuple]:
+def _existing(conn: Connection, ids: list[str]) -> dict[str, tuple]:
     found: dict[str, tuple] = {}
     for chunk in _chunks(ids):
         sql = SELECT_IDENTITY.format(marks=",".join("?" * len(chunk)))
@@ -179,7 +179,7 @@ def _insert_row(env: Envelope, now: int) -> tuple:
     )
 
 
-def _check_backpressure(conn: sqlite3.Connection, fresh: list[Envelope]) -> None:
+def _check_backpressure(conn: Connection, fresh: list[Envelope]) -> None:
     incoming = Counter(e.queue for e in fresh)
     names = sorted(incoming)
     limits = conn.execute(
@@ -192,7 +192,7 @@ def _check_backpressure(conn: sqlite3.Connection, fresh: list[Envelope]) -> None
 
 
 def _claim_unique(
-    conn: sqlite3.Connection, now: int, env: Envelope, key: bytes
+    conn: Connection, now: int, env: Envelope, key: bytes
 ) -> Duplicate | None:
     conn.dialect.lock_key(conn, key)  # type: ignore[attr-defined]
     row = conn.execute(SELECT_UNIQUE, (key,)).fetchone()
@@ -214,7 +214,7 @@ def _claim_unique(
 
 
 def _replace_holder(
-    conn: sqlite3.Connection, now: int, env: Envelope, holder_id: str, state: State
+    conn: Connection, now: int, env: Envelope, holder_id: str, state: State
 ) -> bool:
     """Apply unique_replace bits or debounce to a holder that is not running."""
     if state is State.RUNNING or state in TERMINAL:

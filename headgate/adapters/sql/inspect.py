@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import sqlite3
 from collections import defaultdict
 from typing import Any
 
@@ -18,18 +17,19 @@ from headgate.core.errors import InvalidInput
 from headgate.core.job import Blob, Progress
 
 from .admission import RateBucket
+from .conn import Connection
 from .rows import JOB_COLUMNS, JOB_COLUMNS_WITH_PAYLOAD, minute, row_to_job
 
 MAX_PAGE = 200
 
 
-def get_job(conn: sqlite3.Connection, job_id: str, include_payload: bool) -> Job | None:
+def get_job(conn: Connection, job_id: str, include_payload: bool) -> Job | None:
     cols = JOB_COLUMNS_WITH_PAYLOAD if include_payload else JOB_COLUMNS
     row = conn.execute(f"SELECT {cols} FROM jobs WHERE id = ?", (job_id,)).fetchone()
     return row_to_job(row) if row else None
 
 
-def get_result(conn: sqlite3.Connection, job_id: str) -> Blob | None:
+def get_result(conn: Connection, job_id: str) -> Blob | None:
     row = conn.execute(
         "SELECT result, result_schema_version FROM jobs WHERE id = ? AND result IS NOT NULL",
         (job_id,),
@@ -37,7 +37,7 @@ def get_result(conn: sqlite3.Connection, job_id: str) -> Blob | None:
     return Blob(bytes(row[0]), row[1]) if row else None
 
 
-def get_output(conn: sqlite3.Connection, job_id: str) -> Blob | None:
+def get_output(conn: Connection, job_id: str) -> Blob | None:
     row = conn.execute(
         "SELECT output, output_schema_version, output_fence, output_updated_at_ms FROM jobs "
         "WHERE id = ? AND output IS NOT NULL", (job_id,),
@@ -45,7 +45,7 @@ def get_output(conn: sqlite3.Connection, job_id: str) -> Blob | None:
     return Blob(bytes(row[0]), row[1], row[2], row[3]) if row else None
 
 
-def get_progress(conn: sqlite3.Connection, job_id: str) -> Progress | None:
+def get_progress(conn: Connection, job_id: str) -> Progress | None:
     row = conn.execute(
         "SELECT progress_current, progress_total, progress_message, progress_fence, "
         "progress_updated_at_ms FROM jobs WHERE id = ? AND progress_updated_at_ms IS NOT NULL",
@@ -67,7 +67,7 @@ def decode_cursor(cursor: str) -> str:
 
 
 def list_jobs(
-    conn: sqlite3.Connection, now: int, f: JobFilter, cursor: str | None, limit: int,
+    conn: Connection, now: int, f: JobFilter, cursor: str | None, limit: int,
     include_payload: bool,
 ) -> JobPage:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
@@ -113,7 +113,7 @@ def list_jobs(
     return JobPage(jobs, next_cursor)
 
 
-def counts(conn: sqlite3.Connection, queue: str | None) -> dict[str, int]:
+def counts(conn: Connection, queue: str | None) -> dict[str, int]:
     result = {s.value: 0 for s in STORED_STATES}
     if queue is None:
         rows = conn.execute("SELECT state, sum(n) FROM queue_counts GROUP BY state")
@@ -124,7 +124,7 @@ def counts(conn: sqlite3.Connection, queue: str | None) -> dict[str, int]:
     return result
 
 
-def _rates(conn: sqlite3.Connection, now: int) -> dict[str, dict[str, float]]:
+def _rates(conn: Connection, now: int) -> dict[str, dict[str, float]]:
     """Per-queue arrival and drain per second over the last minute, from two buckets."""
     current = minute(now)
     frac = (now - current) / 60_000
@@ -139,7 +139,7 @@ def _rates(conn: sqlite3.Connection, now: int) -> dict[str, dict[str, float]]:
     return rates
 
 
-def queue_stats(conn: sqlite3.Connection, now: int) -> list[dict[str, Any]]:
+def queue_stats(conn: Connection, now: int) -> list[dict[str, Any]]:
     by_queue: dict[str, dict[str, int]] = defaultdict(dict)
     for queue, state, n in conn.execute("SELECT queue, state, n FROM queue_counts"):
         by_queue[queue][state] = n
@@ -178,7 +178,7 @@ def queue_stats(conn: sqlite3.Connection, now: int) -> list[dict[str, Any]]:
     return out
 
 
-def partitions(conn: sqlite3.Connection, queue: str, limit: int = 200) -> list[dict[str, Any]]:
+def partitions(conn: Connection, queue: str, limit: int = 200) -> list[dict[str, Any]]:
     rows = conn.execute(
         "SELECT partition_key, deficit, waiting, running FROM partitions "
         "WHERE queue = ? AND (waiting > 0 OR running > 0) ORDER BY waiting DESC, partition_key "
@@ -189,7 +189,7 @@ def partitions(conn: sqlite3.Connection, queue: str, limit: int = 200) -> list[d
     ]
 
 
-def rate_classes(conn: sqlite3.Connection, now: int) -> list[dict[str, Any]]:
+def rate_classes(conn: Connection, now: int) -> list[dict[str, Any]]:
     out = []
     for row in conn.execute(
         "SELECT name, limit_per_window, window_ms, burst, paused, tokens, refilled_at_ms "
@@ -213,7 +213,7 @@ def rate_classes(conn: sqlite3.Connection, now: int) -> list[dict[str, Any]]:
     return out
 
 
-def concurrency_limits(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def concurrency_limits(conn: Connection) -> list[dict[str, Any]]:
     return [
         {"name": n, "queue": q, "max_concurrent": m, "on_saturated": s}
         for n, q, m, s in conn.execute(
@@ -223,7 +223,7 @@ def concurrency_limits(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     ]
 
 
-def quarantine_list(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def quarantine_list(conn: Connection) -> list[dict[str, Any]]:
     return [
         {"fingerprint": f, "kind": k, "crash_count": c, "quarantined_at_ms": t, "reason": r}
         for f, k, c, t, r in conn.execute(
@@ -234,7 +234,7 @@ def quarantine_list(conn: sqlite3.Connection) -> list[dict[str, Any]]:
 
 
 def history(
-    conn: sqlite3.Connection, queue: str, since_ms: int, bucket_ms: int
+    conn: Connection, queue: str, since_ms: int, bucket_ms: int
 ) -> list[dict[str, Any]]:
     if isinstance(bucket_ms, bool) or not isinstance(bucket_ms, int) or bucket_ms < 60_000:
         raise InvalidInput("bucket_ms must be an integer >= 60000")
@@ -261,7 +261,7 @@ def history(
     return list(merged.values())
 
 
-def list_workers(conn: sqlite3.Connection, now: int, within_ms: int) -> list[dict[str, Any]]:
+def list_workers(conn: Connection, now: int, within_ms: int) -> list[dict[str, Any]]:
     out = []
     for row in conn.execute(
         "SELECT worker_id, host, pid, queues, concurrency, inflight, polls, empty_polls, "

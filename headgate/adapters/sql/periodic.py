@@ -8,7 +8,6 @@ then record, then advance) lives in `periodic_store.PeriodicMixin`.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +21,8 @@ from headgate.core import (
     schedule_spec,
 )
 from headgate.core.envelope import check_int, check_text
+
+from .conn import Connection
 
 ON_MISSED = ("skip", "run_once", "backfill")
 # Ticks enqueued for one schedule in one firing; a larger backlog is not a backfill but
@@ -91,14 +92,14 @@ def _row(row: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
-def get(conn: sqlite3.Connection, schedule_id: str) -> dict[str, Any] | None:
+def get(conn: Connection, schedule_id: str) -> dict[str, Any] | None:
     row = conn.execute(
         f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?", (schedule_id,)
     ).fetchone()
     return _row(row) if row is not None else None
 
 
-def list_all(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def list_all(conn: Connection) -> list[dict[str, Any]]:
     return [_row(r) for r in conn.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY id")]
 
 
@@ -115,7 +116,7 @@ ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, payload = excluded.payload,
 """
 
 
-def upsert(conn: sqlite3.Connection, now: int, checked: dict[str, Any]) -> dict[str, Any]:
+def upsert(conn: Connection, now: int, checked: dict[str, Any]) -> dict[str, Any]:
     """Insert or replace a validated schedule.
 
     `next_run_ms` is kept when the spec is unchanged (re-deploying the same schedule
@@ -142,14 +143,14 @@ def upsert(conn: sqlite3.Connection, now: int, checked: dict[str, Any]) -> dict[
     return stored
 
 
-def delete(conn: sqlite3.Connection, schedule_id: str) -> None:
+def delete(conn: Connection, schedule_id: str) -> None:
     """Remove the schedule and its run-now records; its events stay for the audit."""
     if conn.execute("DELETE FROM schedules WHERE id = ?", (schedule_id,)).rowcount == 0:
         raise NotFound("schedule", schedule_id)
     conn.execute("DELETE FROM schedule_runs WHERE schedule_id = ?", (schedule_id,))
 
 
-def due(conn: sqlite3.Connection, now: int, limit: int) -> list[dict[str, Any]]:
+def due(conn: Connection, now: int, limit: int) -> list[dict[str, Any]]:
     return [_row(r) for r in conn.execute(
         f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE paused = 0 AND next_run_ms <= ? "
         "ORDER BY next_run_ms LIMIT ?", (now, limit),
@@ -170,7 +171,7 @@ DELETE FROM schedule_events WHERE schedule_id = ? AND event_id <= (
 
 
 def record_events(
-    conn: sqlite3.Connection, now: int, schedule_id: str,
+    conn: Connection, now: int, schedule_id: str,
     events: Sequence[tuple[int, str | None, str, str]],
 ) -> None:
     """Append (tick_ms, job_id, outcome, reason) rows and keep the newest EVENTS_KEPT."""
@@ -186,7 +187,7 @@ def record_events(
 
 
 def list_events(
-    conn: sqlite3.Connection, schedule_id: str, cursor: int | None, limit: int
+    conn: Connection, schedule_id: str, cursor: int | None, limit: int
 ) -> list[dict[str, Any]]:
     """Newest first; `cursor` is the last event_id of the previous page."""
     check_text("schedule id", schedule_id, 1, MAX_SCHEDULE_ID)
@@ -205,7 +206,7 @@ def list_events(
 
 
 def advance(
-    conn: sqlite3.Connection, now: int, schedule: Mapping[str, Any], next_run: int,
+    conn: Connection, now: int, schedule: Mapping[str, Any], next_run: int,
     enqueued: bool,
 ) -> bool:
     """Move next_run_ms on, unless the row changed since it was read (compare-and-set on
@@ -220,7 +221,7 @@ def advance(
     return cur.rowcount == 1
 
 
-def touch_enqueued(conn: sqlite3.Connection, now: int, schedule_id: str) -> None:
+def touch_enqueued(conn: Connection, now: int, schedule_id: str) -> None:
     conn.execute("UPDATE schedules SET last_enqueued_ms = ? WHERE id = ?", (now, schedule_id))
 
 
@@ -229,7 +230,7 @@ def touch_enqueued(conn: sqlite3.Connection, now: int, schedule_id: str) -> None
 RUN_KEY_RETENTION_MS = 48 * 3_600_000  # longer than the API's 24 h idempotency window
 
 
-def find_run(conn: sqlite3.Connection, now: int, schedule_id: str, key: str) -> str | None:
+def find_run(conn: Connection, now: int, schedule_id: str, key: str) -> str | None:
     row = conn.execute(
         "SELECT job_id FROM schedule_runs WHERE schedule_id = ? AND idempotency_key = ? "
         "AND created_at_ms > ?", (schedule_id, key, now - RUN_KEY_RETENTION_MS),
@@ -238,7 +239,7 @@ def find_run(conn: sqlite3.Connection, now: int, schedule_id: str, key: str) -> 
 
 
 def remember_run(
-    conn: sqlite3.Connection, now: int, schedule_id: str, key: str, job_id: str
+    conn: Connection, now: int, schedule_id: str, key: str, job_id: str
 ) -> str:
     """Record which job `key` produced; returns the job a concurrent twin recorded first."""
     conn.execute("DELETE FROM schedule_runs WHERE created_at_ms <= ?",
@@ -258,7 +259,7 @@ def remember_run(
 # -- maintenance --------------------------------------------------------------------
 
 
-def forget_workers(conn: sqlite3.Connection, now: int, older_than_ms: int) -> int:
+def forget_workers(conn: Connection, now: int, older_than_ms: int) -> int:
     return conn.execute(
         "DELETE FROM workers WHERE heartbeat_at_ms < ?", (now - older_than_ms,)
     ).rowcount
@@ -270,7 +271,7 @@ ON CONFLICT (queue, bucket_ms) DO UPDATE SET depth = excluded.depth
 """
 
 
-def record_queue_depths(conn: sqlite3.Connection, now: int) -> int:
+def record_queue_depths(conn: Connection, now: int) -> int:
     """Write each queue's unfinished count (from the maintained counters) into the
     current minute bucket."""
     rows = conn.execute(
@@ -282,7 +283,7 @@ def record_queue_depths(conn: sqlite3.Connection, now: int) -> int:
     return len(rows)
 
 
-def prunable_counts(conn: sqlite3.Connection, cutoff: int) -> dict[str, int]:
+def prunable_counts(conn: Connection, cutoff: int) -> dict[str, int]:
     counts = {state: 0 for state in _TERMINAL_KEPT}
     for state, n in conn.execute(
         f"SELECT state, count(*) FROM jobs WHERE state IN ({_TERMINAL_MARKS}) "
@@ -292,7 +293,7 @@ def prunable_counts(conn: sqlite3.Connection, cutoff: int) -> dict[str, int]:
     return counts
 
 
-def prune_batch(conn: sqlite3.Connection, cutoff: int, limit: int) -> tuple[int, set[str]]:
+def prune_batch(conn: Connection, cutoff: int, limit: int) -> tuple[int, set[str]]:
     rows = conn.execute(
         f"DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state IN ({_TERMINAL_MARKS}) "
         "AND finalized_at_ms < ? LIMIT ?) RETURNING queue", (cutoff, limit),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +11,7 @@ from headgate.core.envelope import MAX_PAYLOAD, check_int, check_text
 from headgate.core.errors import InvalidInput
 
 from .admission import RateBucket
+from .conn import Connection
 
 SIGNALS = ("quiet", "resume", "restart", "terminate", "resign")
 SATURATION_STRATEGIES = ("queue", "discard", "cancel_incoming", "cancel_running")
@@ -21,7 +21,7 @@ SELECT_JOB_STATE = (
 )
 
 
-def _job_state(conn: sqlite3.Connection, job_id: str) -> tuple:
+def _job_state(conn: Connection, job_id: str) -> tuple:
     sql = SELECT_JOB_STATE.format(for_update=conn.dialect.for_update)
     row = conn.execute(sql, (job_id,)).fetchone()
     if row is None:
@@ -29,7 +29,7 @@ def _job_state(conn: sqlite3.Connection, job_id: str) -> tuple:
     return row
 
 
-def operator_retry(conn: sqlite3.Connection, now: int, job_id: str) -> str:
+def operator_retry(conn: Connection, now: int, job_id: str) -> str:
     state, queue, attempt, max_attempts, _ = _job_state(conn, job_id)
     rule = transition(state, "operator_retry")
     # One more attempt even when the budget is spent, or the retry would be a no-op.
@@ -41,7 +41,7 @@ def operator_retry(conn: sqlite3.Connection, now: int, job_id: str) -> str:
     return queue
 
 
-def operator_cancel(conn: sqlite3.Connection, now: int, job_id: str) -> str:
+def operator_cancel(conn: Connection, now: int, job_id: str) -> str:
     state, queue, *_ = _job_state(conn, job_id)
     rule = transition(state, "operator_cancel")
     conn.execute(
@@ -53,13 +53,13 @@ def operator_cancel(conn: sqlite3.Connection, now: int, job_id: str) -> str:
     return queue
 
 
-def delete_job(conn: sqlite3.Connection, job_id: str) -> str:
+def delete_job(conn: Connection, job_id: str) -> str:
     _, queue, *_ = _job_state(conn, job_id)
     conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
     return queue
 
 
-def promote_job(conn: sqlite3.Connection, now: int, job_id: str) -> str:
+def promote_job(conn: Connection, now: int, job_id: str) -> str:
     state, queue, *_ = _job_state(conn, job_id)
     rule = transition(state, "operator_promote")
     conn.execute(
@@ -70,7 +70,7 @@ def promote_job(conn: sqlite3.Connection, now: int, job_id: str) -> str:
     return queue
 
 
-def reschedule_job(conn: sqlite3.Connection, now: int, job_id: str, at_ms: int) -> str:
+def reschedule_job(conn: Connection, now: int, job_id: str, at_ms: int) -> str:
     check_int("scheduled_at_ms", at_ms, 0)
     state, queue, *_ = _job_state(conn, job_id)
     if state not in (State.SCHEDULED.value, State.RETRYABLE.value, State.PENDING.value):
@@ -82,7 +82,7 @@ def reschedule_job(conn: sqlite3.Connection, now: int, job_id: str, at_ms: int) 
 
 
 def edit_payload(
-    conn: sqlite3.Connection, job_id: str, payload: bytes, schema_version: int, fp: str
+    conn: Connection, job_id: str, payload: bytes, schema_version: int, fp: str
 ) -> str:
     if not isinstance(payload, bytes | bytearray) or len(payload) > MAX_PAYLOAD:
         raise InvalidInput(f"payload must be bytes of at most {MAX_PAYLOAD}")
@@ -97,7 +97,7 @@ def edit_payload(
     return queue
 
 
-def quarantine_release(conn: sqlite3.Connection, now: int, fp: str) -> tuple[int, set[str]]:
+def quarantine_release(conn: Connection, now: int, fp: str) -> tuple[int, set[str]]:
     check_text("fingerprint", fp)
     entry = conn.execute("DELETE FROM quarantine WHERE fingerprint = ?", (fp,)).rowcount
     rule = transition(State.QUARANTINED, "operator_release")
@@ -112,7 +112,7 @@ def quarantine_release(conn: sqlite3.Connection, now: int, fp: str) -> tuple[int
     return len(rows), {r[0] for r in rows}
 
 
-def ensure_queue(conn: sqlite3.Connection, now: int, queue: str) -> None:
+def ensure_queue(conn: Connection, now: int, queue: str) -> None:
     check_text("queue", queue)
     conn.execute(
         "INSERT INTO queues (name, created_at_ms) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
@@ -120,13 +120,13 @@ def ensure_queue(conn: sqlite3.Connection, now: int, queue: str) -> None:
     )
 
 
-def set_queue(conn: sqlite3.Connection, now: int, queue: str, column: str, value: Any) -> None:
+def set_queue(conn: Connection, now: int, queue: str, column: str, value: Any) -> None:
     ensure_queue(conn, now, queue)
     conn.execute(f"UPDATE queues SET {column} = ? WHERE name = ?", (value, queue))
 
 
 def upsert_rate_class(
-    conn: sqlite3.Connection, now: int, name: str, limit: int, window_ms: int,
+    conn: Connection, now: int, name: str, limit: int, window_ms: int,
     burst: int | None, paused: bool,
 ) -> None:
     check_text("rate class name", name)
@@ -151,7 +151,7 @@ def upsert_rate_class(
 
 
 def upsert_concurrency_limit(
-    conn: sqlite3.Connection, now: int, name: str, queue: str, max_concurrent: int,
+    conn: Connection, now: int, name: str, queue: str, max_concurrent: int,
     on_saturated: str,
 ) -> None:
     check_text("concurrency limit name", name)
@@ -182,7 +182,7 @@ ON CONFLICT (worker_id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
 
 
 def heartbeat(
-    conn: sqlite3.Connection, now: int, worker: dict[str, Any], running_ids: Sequence[str]
+    conn: Connection, now: int, worker: dict[str, Any], running_ids: Sequence[str]
 ) -> dict[str, Any]:
     row = {
         "worker_id": check_text("worker_id", worker.get("worker_id")),
@@ -218,7 +218,7 @@ def heartbeat(
     return {"signal": signal[0], "cancelled": cancelled}
 
 
-def signal_worker(conn: sqlite3.Connection, worker_id: str, command: str | None) -> None:
+def signal_worker(conn: Connection, worker_id: str, command: str | None) -> None:
     if command is not None and command not in SIGNALS:
         raise InvalidInput(f"command must be one of {'|'.join(SIGNALS)} or null")
     cur = conn.execute(
@@ -237,7 +237,7 @@ WHERE duties.holder = excluded.holder OR duties.expires_at_ms <= ?
 """
 
 
-def claim_duty(conn: sqlite3.Connection, now: int, name: str, holder: str, ttl_ms: int) -> bool:
+def claim_duty(conn: Connection, now: int, name: str, holder: str, ttl_ms: int) -> bool:
     check_text("duty", name)
     check_text("holder", holder)
     check_int("ttl_ms", ttl_ms, 1)
@@ -246,7 +246,7 @@ def claim_duty(conn: sqlite3.Connection, now: int, name: str, holder: str, ttl_m
     return row is not None and row[0] == holder
 
 
-def release_duty(conn: sqlite3.Connection, name: str, holder: str) -> None:
+def release_duty(conn: Connection, name: str, holder: str) -> None:
     conn.execute(
         "UPDATE duties SET expires_at_ms = 0 WHERE name = ? AND holder = ?", (name, holder)
     )
