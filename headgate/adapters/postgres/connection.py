@@ -76,8 +76,7 @@ class PgDatabase:
         self.pool = psycopg_pool.ConnectionPool(
             url, min_size=min_size, max_size=max_size, open=False, timeout=pool_timeout_s,
             kwargs={"autocommit": False, "options": options, "connect_timeout": 5},
-            check=psycopg_pool.ConnectionPool.check_connection, reconnect_timeout=0,
-            name="headgate",
+            reconnect_timeout=0, name="headgate",
         )
         try:
             self.pool.open(wait=False)
@@ -86,10 +85,18 @@ class PgDatabase:
 
     @contextmanager
     def _raw(self) -> Iterator[psycopg.Connection]:
+        # No per-checkout ping (a round trip on every call): a failure instead makes
+        # the pool test its idle connections, so after a server restart only the
+        # call that found out fails.
         try:
             with self.pool.connection() as raw:
                 yield raw
         except RETRYABLE as exc:
+            if isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout):
+                try:
+                    self.pool.check()
+                except psycopg.Error:
+                    pass
             raise unavailable(exc) from exc
 
     @contextmanager

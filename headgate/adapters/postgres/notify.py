@@ -7,6 +7,7 @@ never a job. Each process tags its own notifications so it does not hear itself 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import uuid
 
@@ -70,4 +71,51 @@ class Listener:
 
     def close(self) -> None:
         self._stop.set()
+        self._thread.join(timeout=2)
+
+
+class Notifier:
+    """Sends NOTIFYs from its own thread and connection, so a producer's call returns
+    without the extra round trip; bursts coalesce into one notification."""
+
+    def __init__(self, url: str, origin: str) -> None:
+        self.url = url
+        self.origin = origin
+        self._pending: queue.SimpleQueue[frozenset[str] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="headgate-notify", daemon=True)
+        self._thread.start()
+
+    def send(self, queues: frozenset[str]) -> None:
+        self._pending.put(queues)
+
+    def _run(self) -> None:
+        conn: psycopg.Connection | None = None
+        while True:
+            first = self._pending.get()
+            if first is None:
+                break
+            names = set(first)
+            stop = False
+            while not self._pending.empty():
+                more = self._pending.get()
+                if more is None:
+                    stop = True
+                    break
+                names |= more
+            try:
+                if conn is None or conn.closed:
+                    conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5)
+                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, encode(names, self.origin)))
+            except psycopg.Error as exc:  # a lost wake-up only costs latency
+                log.debug("notify failed: %s", exc)
+                if conn is not None:
+                    conn.close()
+                conn = None
+            if stop:
+                break
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        self._pending.put(None)
         self._thread.join(timeout=2)

@@ -14,7 +14,7 @@ from headgate.core import Envelope
 from headgate.store.activity import ActivityHub
 
 from .connection import CLOCK, PgConnection, PgDatabase, unavailable
-from .notify import CHANNEL, Listener, encode, new_origin
+from .notify import CHANNEL, Listener, Notifier, encode, new_origin
 
 log = logging.getLogger("headgate.postgres")
 
@@ -35,6 +35,7 @@ class PostgresStore(SqlStore):
         if migrate:
             self.db.migrate()
         self._listener = Listener(url, self.activity, self.origin) if notify else None
+        self._notifier = Notifier(url, self.origin) if notify else None
 
     def capabilities(self) -> tuple[str, ...]:
         caps = ["transactional", "inspect"]
@@ -48,6 +49,8 @@ class PostgresStore(SqlStore):
     def close(self) -> None:
         if self._listener is not None:
             self._listener.close()
+        if self._notifier is not None:
+            self._notifier.close()
         self.db.close()
 
     def _publish(self, queues: set[str] | str | None) -> None:
@@ -55,11 +58,8 @@ class PostgresStore(SqlStore):
             return
         names = {queues} if isinstance(queues, str) else set(queues)
         self.activity.publish(names)
-        if self.notify:
-            try:
-                self.db.query("SELECT pg_notify(?, ?)", (CHANNEL, encode(names, self.origin)))
-            except Exception as exc:  # noqa: BLE001 - a lost wake-up only costs latency
-                log.debug("notify failed: %s", exc)
+        if self._notifier is not None:
+            self._notifier.send(frozenset(names))
 
     def enqueue_many_in(self, conn: psycopg.Connection, envelopes: Sequence[Envelope]) -> list[str]:
         """Enqueue inside the caller's transaction: committed with it or not at all.

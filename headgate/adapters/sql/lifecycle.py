@@ -48,6 +48,9 @@ WHERE id IN (SELECT id FROM jobs WHERE state IN ('scheduled', 'retryable')
   AND state IN ('scheduled', 'retryable') AND scheduled_at_ms <= ?
 RETURNING queue
 """
+PROBE_DUE = """
+SELECT 1 FROM jobs WHERE state IN ('scheduled', 'retryable') AND scheduled_at_ms <= ? LIMIT 1
+"""
 EVICT = """
 DELETE FROM jobs WHERE id IN (
     SELECT id FROM jobs WHERE expires_at_ms <= ?
@@ -234,6 +237,10 @@ def reclaim_expired(
 
 
 def promote_due(conn: Connection, now: int, limit: int) -> tuple[int, set[str]]:
+    # The probe is an index peek; the UPDATE costs far more even when it matches nothing,
+    # and admit runs this on every call.
+    if conn.execute(PROBE_DUE, (now,)).fetchone() is None:
+        return 0, set()
     rows = conn.execute(PROMOTE_DUE, (now, limit, now)).fetchall()
     return len(rows), {row[0] for row in rows}
 
