@@ -136,7 +136,8 @@ def _run_gunicorn(settings: Settings, threads: int, duties: bool = True) -> None
 
         def load(self) -> Any:
             # Runs in the worker, after fork, so no DB connection crosses a fork.
-            app = create_app(config=settings)
+            # With duties on, bulk operations run under the operations duty lease.
+            app = create_app(config=settings, background=not duties)
             # Open (and migrate) now: a bad store URL should fail start-up, not the
             # first request.
             store = get_store(app)
