@@ -31,3 +31,21 @@ def test_ack_many_applies_each_outcome_and_reports_lost(store: headgate.Store) -
     assert snoozed.state == State.SCHEDULED and snoozed.attempt == 0
     counts = store.counts("am")
     assert counts["completed"] == 2 and counts["running"] == 0
+
+
+def test_ack_and_admit_is_one_step(store: headgate.Store) -> None:
+    client = headgate.Client(store)
+    client.enqueue_many(
+        [headgate.Envelope(kind="k", payload=b"%d" % i, queue="aa") for i in range(5)]
+    )
+    first = store.admit("w", ["aa"], 2)
+    lost, claims = store.ack_and_admit(
+        [AckRequest(c, "success") for c in first], "w", ["aa"], 2
+    )
+    assert lost == []
+    assert len(claims) == 2 and not {c.job.id for c in claims} & {c.job.id for c in first}
+    assert all(store.get_job(c.job.id).state == State.COMPLETED for c in first)
+    assert all(store.get_job(c.job.id).state == State.RUNNING for c in claims)
+    # A stale ack is reported lost and does not stop the admission.
+    lost, more = store.ack_and_admit([AckRequest(first[0], "success")], "w", ["aa"], 5)
+    assert lost == [first[0].job.id] and len(more) == 1

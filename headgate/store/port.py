@@ -83,6 +83,13 @@ class Store(ABC):
         was lost (those are skipped, the rest still apply)."""
 
     @abstractmethod
+    def ack_and_admit(
+        self, acks: Sequence[AckRequest], worker_id: str, queues: Sequence[str],
+        capacity: int, lease_ms: int = 30_000, quantum: int | None = None,
+    ) -> tuple[list[str], list[Claim]]:
+        """ack_many, then admit, in one transaction: (lost ids, new claims)."""
+
+    @abstractmethod
     def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[str]:
         """Extend leases; returns ids of jobs whose lease was lost."""
 

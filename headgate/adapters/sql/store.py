@@ -86,20 +86,38 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
     def ack_many(self, acks: Sequence[AckRequest]) -> list[str]:
         if not acks:
             return []
-        lost: list[str] = []
-        wake: set[str] = set()
         with self.db.write() as (conn, now):
-            for a in acks:
-                try:
-                    queue = lifecycle.ack(conn, now, a.claim, a.outcome, a.error, a.delay_ms,
-                                          a.result, a.result_schema_version, a.logs)
-                except LeaseLost:
-                    lost.append(a.claim.job.id)
-                    continue
-                if Outcome(a.outcome) in (Outcome.RATE_LIMITED, Outcome.SNOOZE):
-                    wake.add(queue)
+            lost, wake = self._apply_acks(conn, now, acks)
         self._publish(wake)
         return lost
+
+    def ack_and_admit(
+        self, acks: Sequence[AckRequest], worker_id: str, queues: Sequence[str],
+        capacity: int, lease_ms: int = 30_000, quantum: int | None = None,
+    ) -> tuple[list[str], list[Claim]]:
+        """ack_many then admit in ONE transaction: a busy worker's steady state (finish
+        a few, take a few) costs one commit instead of two."""
+        admission.validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
+        with self.db.write() as (conn, now):
+            lost, wake = self._apply_acks(conn, now, acks)
+            claims = admission.admit(conn, now, worker_id, queues, capacity, lease_ms, quantum)
+        self._publish(wake)
+        return lost, claims
+
+    @staticmethod
+    def _apply_acks(conn: Any, now: int, acks: Sequence[AckRequest]) -> tuple[list[str], set[str]]:
+        lost: list[str] = []
+        wake: set[str] = set()
+        for a in acks:
+            try:
+                queue = lifecycle.ack(conn, now, a.claim, a.outcome, a.error, a.delay_ms,
+                                      a.result, a.result_schema_version, a.logs)
+            except LeaseLost:
+                lost.append(a.claim.job.id)
+                continue
+            if Outcome(a.outcome) in (Outcome.RATE_LIMITED, Outcome.SNOOZE):
+                wake.add(queue)
+        return lost, wake
 
     def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[str]:
         check_int("lease_ms", lease_ms, 1)
