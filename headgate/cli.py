@@ -160,8 +160,9 @@ def migrate(store_url: str | None) -> None:
     """Apply pending schema migrations and print the schema version."""
     import headgate  # deferred: pulls in the whole store layer
 
-    url = _settings(store_url).store_url()
-    store = headgate.open_store(url)
+    settings = _settings(store_url)
+    url = settings.store_url()
+    store = headgate.open_store(url, **settings.store_options())
     try:
         version = store.schema_version()
     finally:

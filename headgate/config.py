@@ -125,6 +125,8 @@ class Settings:
     read_only: bool = False
     allow_remote: bool = False
     lease_ms: int = DEFAULT_LEASE_MS
+    # For connection poolers that break LISTEN: workers then find work by polling only.
+    pg_poll_only: bool = False
     # Kept out of repr so settings can be logged without leaking credentials.
     api_tokens: tuple[str, ...] = field(default=(), repr=False)
     # Bearer tokens that may only read (GET): support staff, dashboards on a wall.
@@ -152,6 +154,7 @@ class Settings:
             read_only=_bool(env, "HG_READ_ONLY"),
             allow_remote=_bool(env, "HG_API_ALLOW_REMOTE"),
             lease_ms=_positive_int(env, "HG_LEASE_MS", DEFAULT_LEASE_MS),
+            pg_poll_only=_bool(env, "HG_PG_POLL_ONLY"),
             api_tokens=tokens,
             api_read_tokens=read_tokens,
         )
@@ -163,6 +166,12 @@ class Settings:
                 raise ConfigError("HG_STORE=pg needs HG_PG (a postgresql:// URL)")
             return self.pg_url
         return f"sqlite:///{self.sqlite_path}"
+
+    def store_options(self) -> dict[str, object]:
+        """Keyword options for ``headgate.open_store`` that the URL cannot carry."""
+        if self.store == "pg" and self.pg_poll_only:
+            return {"notify": False}
+        return {}
 
     def with_store_url(self, url: str) -> Settings:
         """Copy with the store chosen by a ``--store URL`` flag instead of the env."""

@@ -169,3 +169,15 @@ def _ping(store: headgate.Store) -> bool:
         return True
     except StoreUnavailable:
         return False
+
+
+def test_poll_only_is_chosen_by_environment(pg_url: str) -> None:
+    from headgate.config import Settings
+
+    settings = Settings.from_env({"HG_STORE": "pg", "HG_PG": pg_url, "HG_PG_POLL_ONLY": "1"})
+    store = open_store(settings.store_url(), **settings.store_options())
+    try:
+        assert "notifying" not in store.capabilities()
+    finally:
+        store.close()
+    assert Settings.from_env({"HG_STORE": "sqlite"}).store_options() == {}

@@ -102,7 +102,7 @@ def get_store(app: flask.Flask | None = None) -> Any:
             import headgate  # deferred: the package root imports the whole store layer
 
             settings: Settings = app.extensions[SETTINGS_KEY]
-            store = headgate.open_store(settings.store_url())
+            store = headgate.open_store(settings.store_url(), **settings.store_options())
             app.extensions[STORE_KEY] = store
         if not app.extensions.get(_READY_KEY):
             app.extensions[_READY_KEY] = True

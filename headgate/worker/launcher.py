@@ -76,7 +76,7 @@ def load_worker(ref: str, store_url: str | None, env: Mapping[str, str] | None =
     settings = Settings.from_env(env)
     if store_url:
         settings = settings.with_store_url(store_url)
-    store = open_store(settings.store_url())
+    store = open_store(settings.store_url(), **settings.store_options())
     worker = obj(store)
     if not isinstance(worker, Worker):
         raise ConfigError(f"{ref}(store) returned {type(worker).__name__}, not a Worker")
