@@ -89,7 +89,10 @@ class RateBucket:
         limit, window_ms, burst, paused, tokens, refilled_at = row
         elapsed = max(0, now - refilled_at)
         tokens = min(float(burst), tokens + elapsed * limit / window_ms)
-        return cls(limit, window_ms, burst, bool(paused), tokens)
+        # A store clock that stepped back (NTP; on SQLite a writer whose clock ran
+        # ahead) mints nothing, and `dirty` writes `now` back as the refill instant:
+        # otherwise the class would earn nothing until the clock caught up again.
+        return cls(limit, window_ms, burst, bool(paused), tokens, dirty=now < refilled_at)
 
     def refill_in_ms(self, weight: int) -> int:
         missing = weight - self.tokens
