@@ -49,3 +49,23 @@ def test_ack_and_admit_is_one_step(store: headgate.Store) -> None:
     # A stale ack is reported lost and does not stop the admission.
     lost, more = store.ack_and_admit([AckRequest(first[0], "success")], "w", ["aa"], 5)
     assert lost == [first[0].job.id] and len(more) == 1
+
+
+def test_release_counts_only_claims_still_held(store: headgate.Store) -> None:
+    client = headgate.Client(store)
+    client.enqueue_many(
+        [headgate.Envelope(kind="k", payload=b"%d" % i, queue="rel") for i in range(3)]
+    )
+    claims = store.admit("w", ["rel"], 3)
+    store.ack(claims[0], Outcome.SUCCESS)
+    assert store.release(claims) == 2
+    released = store.get_job(claims[1].job.id)
+    assert released.state == State.AVAILABLE and released.attempt == 0
+
+
+def test_weight_beyond_burst_is_explained_as_never(store: headgate.Store) -> None:
+    store.upsert_rate_class("tiny", limit=2, window_ms=1000, burst=2)
+    job_id = headgate.Client(store).enqueue("k", b"", queue="wb", rate_class="tiny", weight=3)
+    why = store.explain_admission(job_id)
+    assert why.blocked_by == "rate_class" and why.detail["weight_exceeds_burst"] is True
+    assert why.estimated_admission_ms is None

@@ -57,7 +57,7 @@ class Listener:
                     # Anything may have happened while we were not listening.
                     self.hub.publish(())
                     while not self._stop.is_set():
-                        for note in conn.notifies(timeout=0.5, stop_after=256):
+                        for note in conn.notifies(timeout=0.1, stop_after=256):
                             origin, queues = decode(note.payload)
                             if origin != self.origin:
                                 self.hub.publish(queues)

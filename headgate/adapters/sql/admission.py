@@ -405,6 +405,10 @@ def explain(conn: Connection, now: int, job_id: str) -> Explanation | None:
             }
             if bucket.paused:
                 return Explanation(False, "rate_class", {**detail, **numbers}, None)
+            if weight > bucket.burst:
+                # The bucket never holds that many tokens: no wait would help.
+                return Explanation(False, "rate_class",
+                                   {**detail, **numbers, "weight_exceeds_burst": True}, None)
             if bucket.tokens < weight:
                 wait = bucket.refill_in_ms(weight)
                 return Explanation(False, "rate_class",

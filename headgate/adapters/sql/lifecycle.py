@@ -158,9 +158,10 @@ def renew(conn: Connection, now: int, claims: Sequence[Claim], lease_ms: int) ->
     return lost
 
 
-def release(conn: Connection, now: int, claims: Sequence[Claim]) -> set[str]:
+def release(conn: Connection, now: int, claims: Sequence[Claim]) -> tuple[int, set[str]]:
     """Hand claims back without charging an attempt: the table's rate_limited row
-    (running → available, neither counter moves)."""
+    (running → available, neither counter moves). Returns how many were still held."""
+    released = 0
     queues = set()
     rule = transition(State.RUNNING, Outcome.RATE_LIMITED.value)
     for claim in claims:
@@ -173,7 +174,8 @@ def release(conn: Connection, now: int, claims: Sequence[Claim]) -> set[str]:
             "state": rule.target.value, "lease_id": None, "lease_expires_at_ms": None,
         })
         queues.add(row[7])
-    return queues
+        released += 1
+    return released, queues
 
 
 def write_progress(

@@ -130,9 +130,9 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
         if not claims:
             return 0
         with self.db.write() as (conn, now):
-            queues = lifecycle.release(conn, now, claims)
+            released, queues = lifecycle.release(conn, now, claims)
         self._publish(queues)
-        return len(claims)
+        return released
 
     def report_progress(self, claim: Claim, current: int, total: int,
                         message: str | None = None) -> None:
