@@ -83,9 +83,11 @@ def _lost_unless(row: tuple | None, claim: Claim) -> tuple:
 def ack(
     conn: Connection, now: int, claim: Claim, outcome: Outcome, error: str | None,
     delay_ms: int | None, result: bytes | None, result_schema_version: int,
-    logs: Sequence[str],
+    logs: Sequence[str], history: dict[str, dict[str, int]] | None = None,
 ) -> str:
-    """Apply `outcome` to a claimed job; returns the queue for activity signalling."""
+    """Apply `outcome` to a claimed job; returns the queue for activity signalling.
+    With `history`, the queue-history counts are added there for the caller to write
+    once per transaction instead of once per job."""
     outcome = Outcome(outcome)
     if delay_ms is not None and (isinstance(delay_ms, bool) or not isinstance(delay_ms, int)
                                  or delay_ms < 0):
@@ -127,9 +129,14 @@ def ack(
             sets["result"] = bytes(result)
             sets["result_schema_version"] = result_schema_version
         _update(conn, job_id, sets)
-    history = {"completed": 1} if outcome is Outcome.SUCCESS else (
+    delta = {"completed": 1} if outcome is Outcome.SUCCESS else (
         {"failed": 1} if outcome in FAILED_OUTCOMES else {})
-    bump_history(conn, now, {queue: history})
+    if history is None:
+        bump_history(conn, now, {queue: delta})
+    else:
+        counts = history.setdefault(queue, {})
+        for key, n in delta.items():
+            counts[key] = counts.get(key, 0) + n
     return queue
 
 

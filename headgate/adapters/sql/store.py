@@ -27,6 +27,7 @@ from headgate.store.port import Store
 from . import admission, control, enqueue, inspect, lifecycle
 from .ops_store import OpsStoreMixin
 from .periodic_store import PeriodicMixin
+from .rows import bump_history
 
 
 class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
@@ -108,15 +109,17 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
     def _apply_acks(conn: Any, now: int, acks: Sequence[AckRequest]) -> tuple[list[str], set[str]]:
         lost: list[str] = []
         wake: set[str] = set()
+        history: dict[str, dict[str, int]] = {}
         for a in acks:
             try:
                 queue = lifecycle.ack(conn, now, a.claim, a.outcome, a.error, a.delay_ms,
-                                      a.result, a.result_schema_version, a.logs)
+                                      a.result, a.result_schema_version, a.logs, history)
             except LeaseLost:
                 lost.append(a.claim.job.id)
                 continue
             if Outcome(a.outcome) in (Outcome.RATE_LIMITED, Outcome.SNOOZE):
                 wake.add(queue)
+        bump_history(conn, now, history)
         return lost, wake
 
     def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[str]:
