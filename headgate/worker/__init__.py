@@ -26,9 +26,10 @@ Returning ``None`` (or any non-outcome) is success; returning ``bytes`` records 
 the result, like ``ctx.set_result``. Outcomes: ``Retry``, ``Skip``, ``Revoke``,
 ``Snooze``, ``RateLimited``, ``Undecodable`` — raised or returned.
 
-Decisions the runtime makes where the spec leaves room are documented on ``Worker``,
-in ``runtime`` (threads, how an attempt ends), ``isolation`` and ``launcher`` (CLI,
-signals, exit codes).
+Decisions the runtime makes where the spec leaves room are documented on ``Worker``
+and in the module that makes them: ``engine`` (threads, shutdown), ``attempts`` (how an
+attempt ends), ``acks``, ``leases``, ``heartbeat`` (signals), ``control`` (statuses),
+``isolation`` and ``launcher`` (CLI, signals, exit codes).
 """
 
 from .context import JobContext

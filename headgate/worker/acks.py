@@ -1,0 +1,177 @@
+"""Recording finished attempts: decide the outcome once, queue it, write it in batches.
+
+Pool threads (and the lease keeper, for a handler past its timeout grace) never write
+an ack themselves: they queue the decision, and the dispatcher writes everything queued
+since its last turn in ONE ``store.ack_many`` transaction. Acks therefore batch
+themselves under load (whatever finished while the previous transaction ran goes into
+the next), and no two of our own threads queue for SQLite's write lock.
+
+While acks cannot be written (store unavailable) they stay queued and the dispatcher
+admits nothing; acks older than a lease are given up, since that lease has run out and
+the reclaimer recovers the job.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from headgate.core import AckRequest, InvalidInput, LeaseLost, Outcome, StoreUnavailable
+from headgate.store.port import Store
+
+from .attempts import DEADLINE, TIMED_OUT, Attempt, Inflight
+from .execution import Decision
+
+log = logging.getLogger("headgate.worker")
+
+Queued = tuple[Attempt, Decision, float]  # ...and when it was queued (monotonic)
+
+
+class AckQueue:
+    def __init__(self, store: Store, inflight: Inflight, *, lease_ms: int,
+                 log_on_success: bool, halted: threading.Event,
+                 on_queued: Callable[[], None]) -> None:
+        self.store = store
+        self.inflight = inflight
+        self.lease_ms = lease_ms
+        self.log_on_success = log_on_success
+        self.halted = halted
+        self.on_queued = on_queued
+        self._lock = threading.Lock()
+        self._queue: collections.deque[Queued] = collections.deque()
+
+    def finish(self, attempt: Attempt, decision: Decision) -> None:
+        """Decide the attempt's end, unless another path already did, and queue its ack
+        for the dispatcher."""
+        if not attempt.settle():
+            return
+        gate = attempt.gate
+        if gate.closed:
+            log.info("job %s %s: abandoned (%s); its outcome %s is discarded",
+                     attempt.job.id, attempt.job.kind, gate.reason, decision.label)
+            self.inflight.done_with(attempt)
+            return
+        if gate.reason == TIMED_OUT:
+            decision = Decision(Outcome.RETRY, f"timed out after {attempt.timeout_ms} ms")
+        elif gate.reason == DEADLINE:
+            decision = Decision(Outcome.SKIP, "deadline exceeded while running")
+        if attempt.capture is not None and (
+            decision.outcome is not Outcome.SUCCESS or self.log_on_success
+        ):
+            decision.logs = attempt.capture.lines()
+        attempt.acking = True
+        with self._lock:
+            self._queue.append((attempt, decision, time.monotonic()))
+        self.on_queued()
+
+    def flush(self) -> bool:
+        """Write every queued ack in one transaction; False when the store was
+        unavailable (the acks stay queued)."""
+        with self._lock:
+            batch = list(self._queue)
+            self._queue.clear()
+        if not batch:
+            return True
+        ack_many = getattr(self.store, "ack_many", None)
+        if ack_many is None:
+            for attempt, decision, _ in batch:
+                self._ack_one(attempt, decision)
+            return True
+        requests = [
+            AckRequest(a.claim, d.outcome.value, d.error, d.delay_ms, d.result,
+                       d.result_schema_version, tuple(d.logs))
+            for a, d, _ in batch
+        ]
+        try:
+            lost = set(ack_many(requests))
+        except StoreUnavailable as exc:
+            log.warning("acking %d job(s) failed, will retry: %s", len(batch), exc)
+            with self._lock:
+                self._queue.extendleft(reversed(batch))
+            self.give_up()
+            return False
+        except Exception as exc:  # noqa: BLE001 - e.g. one invalid outcome: isolate it
+            log.warning("batch ack failed (%s); acking one by one", exc)
+            for attempt, decision, _ in batch:
+                self._ack_one(attempt, decision)
+            return True
+        for attempt, decision, _ in batch:
+            if attempt.job.id in lost:
+                attempt.gate.close("lease lost")
+                log.info("job %s %s: lease lost before the ack; outcome %s discarded",
+                         attempt.job.id, attempt.job.kind, decision.label)
+            else:
+                self._log_outcome(attempt, decision)
+            self.inflight.done_with(attempt)
+        return True
+
+    def give_up(self) -> bool:
+        """Drop queued acks older than a lease (the reclaimer has them by now), and all
+        of them once the worker is halting; True while some are still worth retrying."""
+        now = time.monotonic()
+        halting = self.halted.is_set()
+        keep: list[Queued] = []
+        dropped: list[Queued] = []
+        with self._lock:
+            for item in self._queue:
+                fresh = now - item[2] < self.lease_ms / 1000
+                (keep if fresh and not halting else dropped).append(item)
+            self._queue = collections.deque(keep)
+        for attempt, _, _ in dropped:
+            log.error("job %s: ack could not be written; the lease will expire and the "
+                      "reclaimer will retry it", attempt.job.id)
+            self.inflight.done_with(attempt)
+        return bool(keep)
+
+    def _ack_one(self, attempt: Attempt, decision: Decision) -> None:
+        job = attempt.job
+        give_up_at = time.monotonic() + self.lease_ms / 1000
+        delay = 0.05
+        try:
+            while True:
+                try:
+                    self.store.ack(
+                        attempt.claim, decision.outcome, decision.error, decision.delay_ms,
+                        decision.result, result_schema_version=decision.result_schema_version,
+                        logs=decision.logs,
+                    )
+                    self._log_outcome(attempt, decision)
+                    return
+                except LeaseLost:
+                    attempt.gate.close("lease lost")
+                    log.info("job %s %s: lease lost before the ack; outcome %s discarded",
+                             job.id, job.kind, decision.label)
+                    return
+                except StoreUnavailable as exc:
+                    if time.monotonic() + delay > give_up_at or self.halted.is_set():
+                        log.error("job %s: ack (%s) failed, store unavailable: %s; the lease "
+                                  "will expire and the reclaimer will retry it",
+                                  job.id, decision.label, exc)
+                        return
+                    time.sleep(delay)
+                    delay = min(delay * 2, 1.0)
+                except InvalidInput as exc:
+                    if decision.outcome is Outcome.RETRY:
+                        log.error("job %s: ack rejected: %s", job.id, exc)
+                        return
+                    decision = Decision(Outcome.RETRY, f"invalid outcome from handler: {exc}",
+                                        logs=decision.logs)
+        finally:
+            self.inflight.done_with(attempt)
+
+    def _log_outcome(self, attempt: Attempt, decision: Decision) -> None:
+        if not log.isEnabledFor(logging.INFO):
+            return
+        job = attempt.job
+        elapsed_ms = int((time.monotonic() - attempt.started) * 1000)
+        label = decision.label
+        if decision.outcome is Outcome.RETRY and job.attempt + 1 >= job.max_attempts:
+            label += " (attempts exhausted: archived)"
+        detail = f": {decision.error.splitlines()[0]}" if decision.error else ""
+        if decision.delay_ms is not None and decision.outcome is not Outcome.SUCCESS:
+            detail += f" (delay {decision.delay_ms} ms)"
+        log.info("job %s %s run %d: %s in %d ms%s", job.id, job.kind, attempt.claim.fence,
+                 label, elapsed_ms, detail)
