@@ -329,34 +329,21 @@ def quarantine() -> str:
                   entries=store().quarantine_list())
 
 
-def _schedules_supported() -> bool:
-    return callable(getattr(store(), "list_schedules", None))
-
-
 @bp.get("/periodic")
 def periodic() -> str:
-    s = store()
-    supported = _schedules_supported()
-    schedules: list[dict[str, Any]] = []
-    if supported:
-        try:
-            schedules = s.list_schedules()
-        except NotImplementedError:
-            supported = False
+    schedules = store().list_schedules()
     edit = next((x for x in schedules if x["id"] == flask.request.args.get("edit")), None)
     edit_payload = ""
     if edit is not None:
         shown = present.render_bytes(edit.get("payload") or b"")
         edit_payload = shown["text"] if shown["kind"] in ("json", "text") else ""
-    return render("periodic.html", page="periodic", title="Periodic", supported=supported,
+    return render("periodic.html", page="periodic", title="Periodic",
                   schedules=schedules, edit=edit, edit_payload=edit_payload)
 
 
 @bp.get("/periodic/<path:schedule_id>")
 def schedule(schedule_id: str) -> str:
     s = store()
-    if not _schedules_supported():
-        not_found("This store does not support periodic schedules.")
     sched = s.get_schedule(schedule_id)
     events = s.list_schedule_events(schedule_id, None, 50)
     if sched is None and not events:
