@@ -24,6 +24,9 @@ MAX_HEADERS = 64
 MAX_UNIQUE_KEY = 1024
 REPLACE_BITS = 0b1111
 INT64_MAX = 2**63 - 1
+# Durations are added to store time (expiry, debounce, unique windows); capped so the sum
+# stays a 64-bit integer on both engines (~146 million years is still "forever").
+MAX_DURATION_MS = 2**62
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 REPLACE_PAYLOAD = 1
@@ -78,14 +81,14 @@ class Envelope:
         _int("scheduled_at_ms", self.scheduled_at_ms, 0)
         _int("max_attempts", self.max_attempts, 1)
         if self.retention_ms is not None:
-            _int("retention_ms", self.retention_ms, 0)
+            _int("retention_ms", self.retention_ms, 0, MAX_DURATION_MS)
         if self.unique_key is not None:
             if not isinstance(self.unique_key, bytes | bytearray):
                 raise InvalidInput("unique_key must be bytes")
             if not 1 <= len(self.unique_key) <= MAX_UNIQUE_KEY:
                 raise InvalidInput(f"unique_key must be 1..{MAX_UNIQUE_KEY} bytes")
-        _int("unique_window_ms", self.unique_window_ms, 0)
-        _int("unique_debounce_ms", self.unique_debounce_ms, 0)
+        _int("unique_window_ms", self.unique_window_ms, 0, MAX_DURATION_MS)
+        _int("unique_debounce_ms", self.unique_debounce_ms, 0, MAX_DURATION_MS)
         _int("unique_replace", self.unique_replace, 0, REPLACE_BITS)
         if self.unique_replace and self.unique_key is None:
             raise InvalidInput("unique_replace requires caller-supplied unique_key")
