@@ -89,16 +89,25 @@ def headgate_cmd() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "headgate.cli"]
 
 
-def start_server(db: str, threads: int) -> tuple[subprocess.Popen, str]:
+def start_server(db: str, threads: int, *, startup_s: float = 60.0,
+                 log_path: str | None = None) -> tuple[subprocess.Popen, str]:
+    """`headgate serve` on a free loopback port. `db` is a SQLite file, or a store URL
+    (sqlite:///… or postgresql://…). Returns the process and its base URL."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HG_")}
-    env.update(HG_STORE="sqlite", HG_SQLITE=db)
+    if "://" in db:
+        store = ["--store", db]
+    else:
+        store = []
+        env.update(HG_STORE="sqlite", HG_SQLITE=db)
+    out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     proc = subprocess.Popen(
-        [*headgate_cmd(), "serve", "--addr", f"127.0.0.1:{port}", "--threads", str(threads)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [*headgate_cmd(), "serve", "--addr", f"127.0.0.1:{port}", "--threads", str(threads),
+         *store],
+        env=env, stdout=out, stderr=out,
     )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + startup_s
     while time.monotonic() < deadline:
         try:
             if requests.get(base + "/readyz", timeout=2).status_code == 200:
@@ -159,7 +168,18 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
-def latencies(base: str, path: str, clients: int, requests_total: int) -> tuple[float, float]:
+def latencies(base: str, path: str, clients: int, requests_total: int,
+              budget_s: float | None = None, min_requests: int = 20) -> tuple[float, float]:
+    """p50/p99 (ms) of `requests_total` GETs of `path` spread over `clients` keep-alive
+    clients. With `budget_s`, a client stops early once it has spent that long and made
+    at least `min_requests` requests (so one slow page cannot stall a whole run)."""
+    p50, p99, _ = latency_samples(base, path, clients, requests_total, budget_s, min_requests)
+    return p50, p99
+
+
+def latency_samples(base: str, path: str, clients: int, requests_total: int,
+                    budget_s: float | None = None, min_requests: int = 20
+                    ) -> tuple[float, float, int]:
     url = base + path
     per_client = max(1, requests_total // clients)
     samples: list[float] = []
@@ -167,14 +187,18 @@ def latencies(base: str, path: str, clients: int, requests_total: int) -> tuple[
 
     def client() -> None:
         session = requests.Session()
-        session.get(url, timeout=30)  # warm the connection
-        mine = []
+        session.get(url, timeout=60)  # warm the connection
+        mine: list[float] = []
+        started = time.monotonic()
         for _ in range(per_client):
             t0 = time.perf_counter()
-            r = session.get(url, timeout=30)
+            r = session.get(url, timeout=60)
             mine.append((time.perf_counter() - t0) * 1000)
             if r.status_code != 200:
                 raise SystemExit(f"{path}: {r.status_code} {r.text[:200]}")
+            if budget_s is not None and len(mine) >= min_requests \
+                    and time.monotonic() - started > budget_s:
+                break
         with lock:
             samples.extend(mine)
 
@@ -183,7 +207,7 @@ def latencies(base: str, path: str, clients: int, requests_total: int) -> tuple[
         t.start()
     for t in threads:
         t.join()
-    return percentile(samples, 0.5), percentile(samples, 0.99)
+    return percentile(samples, 0.5), percentile(samples, 0.99), len(samples)
 
 
 def main(argv: list[str] | None = None) -> int:
