@@ -16,6 +16,8 @@ import flask
 
 from headgate.config import Settings
 
+from . import guards
+
 if TYPE_CHECKING:
     from headgate.client import Authorizer, CircuitBreaker, InsertHook, Middleware, Plugin
 
@@ -69,6 +71,8 @@ def create_app(
         insert_hooks=insert_hooks,
         plugins=plugins,
     )
+    # First of all checks: a URL no handler should ever see (see guards.py).
+    app.before_request(guards.reject_nul)
     api.init_app(app, settings, hooks, background=background)
     # The operations console at / (HG_UI_PREFIX mounts it under a path instead).
     from headgate import dashboard

@@ -61,9 +61,12 @@ def encode_cursor(job_id: str) -> str:
 def decode_cursor(cursor: str) -> str:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        return base64.urlsafe_b64decode(padded.encode()).decode()
+        job_id = base64.urlsafe_b64decode(padded.encode()).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
         raise InvalidInput("invalid cursor") from exc
+    if "\x00" in job_id:  # no id holds one, and PostgreSQL text cannot
+        raise InvalidInput("invalid cursor")
+    return job_id
 
 
 def list_jobs(
