@@ -18,7 +18,7 @@ import psycopg
 import psycopg_pool
 
 from headgate.adapters.dialect import POSTGRES
-from headgate.core import StoreUnavailable
+from headgate.core import InvalidInput, StoreUnavailable
 
 log = logging.getLogger("headgate.postgres")
 
@@ -61,9 +61,12 @@ RETRYABLE = (
 )
 
 
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
 def unavailable(exc: BaseException) -> StoreUnavailable:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return StoreUnavailable(f"store unavailable: {first}")
+    return StoreUnavailable(f"store unavailable: {_first_line(exc)}")
 
 
 class PgDatabase:
@@ -91,6 +94,10 @@ class PgDatabase:
         try:
             with self.pool.connection() as raw:
                 yield raw
+        except psycopg.DataError as exc:
+            # A value the database cannot hold or compare (NUL in text, a number out of
+            # range): the caller's input, not an outage — and never a bare driver error.
+            raise InvalidInput(f"invalid value: {_first_line(exc)}") from exc
         except RETRYABLE as exc:
             if isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout):
                 try:
