@@ -21,6 +21,9 @@ from .conn import Connection
 from .rows import JOB_COLUMNS, JOB_COLUMNS_WITH_PAYLOAD, minute, row_to_job
 
 MAX_PAGE = 200
+# Each tags_all value is one EXISTS term: thousands of them exceed SQLite's expression
+# depth (an error, not an answer). A job holds at most 32 tags anyway.
+MAX_TAG_FILTERS = 100
 
 
 def get_job(conn: Connection, job_id: str, include_payload: bool) -> Job | None:
@@ -75,6 +78,8 @@ def list_jobs(
 ) -> JobPage:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}")
+    if len(f.tags_all) > MAX_TAG_FILTERS or len(f.tags_any) > MAX_TAG_FILTERS:
+        raise InvalidInput(f"at most {MAX_TAG_FILTERS} tags in a filter")
     where, params = [], []
     if f.state is not None:
         if f.state not in {s.value for s in STORED_STATES}:
