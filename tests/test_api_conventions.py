@@ -300,6 +300,6 @@ def test_unexpected_errors_are_a_bare_json_500(make_api) -> None:
 
     api = make_api(middleware=[broken])
     r = api.post("/jobs", json={"kind": "k", "payload": ""}, key="k")
-    assert (r.status_code, r.json()) == (500, {"error": "internal server error"})
+    assert (r.status_code, r.json()) == (500, {"error": "enqueue middleware failed"})
     r = api.post("/jobs", json={"kind": "k", "payload": ""}, key="k")  # runs again
     assert r.status_code == 201 and "replayed" not in r.json()

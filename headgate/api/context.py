@@ -7,8 +7,10 @@ an embedding application) can coexist in one process.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +22,7 @@ from headgate.config import Settings
 from headgate.store.port import Store
 
 from .auth import ANONYMOUS, Caller, TokenSet
+from .errors import ApiError
 
 if TYPE_CHECKING:
     from .events import EventBroadcaster
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
     from .operations import OperationsRunner
 
 API_KEY = "headgate.api"
+log = logging.getLogger("headgate.api")
 
 
 @dataclass
@@ -87,6 +91,23 @@ def store() -> Store:
 
 def producer() -> Client:
     return api_state().producer(store())
+
+
+@contextmanager
+def producer_call() -> Iterator[None]:
+    """Around a call into the producer Client. The Client and the store raise only
+    headgate's typed errors, so anything else came from an embedding hook (middleware,
+    insert hook, authorizer, plugin): a server-side plugin failure, not the caller's
+    input. It is logged with its trace and answered as a JSON 500 that names it, never
+    with the trace or an HTML page."""
+    try:
+        yield
+    except (headgate.HeadgateError, ApiError):
+        raise
+    except Exception as exc:
+        log.exception("enqueue middleware failed on %s %s", flask.request.method,
+                      flask.request.path)
+        raise ApiError(500, "enqueue middleware failed") from exc
 
 
 def caller() -> Caller:

@@ -23,7 +23,7 @@ from headgate.core import (
 from headgate.core.ids import new_id
 
 from .blueprint import bp, json_response, no_content
-from .context import caller, enqueue_context, idempotency_key, producer, store
+from .context import caller, enqueue_context, idempotency_key, producer, producer_call, store
 from .errors import ApiError, raw_msg
 from .params import dflt, json_body, opt, query, req
 
@@ -233,7 +233,8 @@ def enqueue() -> flask.Response:
             fields[name] = b[name]
     try:
         env = Envelope(**fields)
-        ids = producer().enqueue_many([env], context=enqueue_context())
+        with producer_call():
+            ids = producer().enqueue_many([env], context=enqueue_context())
     except Duplicate as dup:
         if idem_backed:
             # Replay, not conflict: same Idempotency-Key → same job.

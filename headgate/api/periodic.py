@@ -12,7 +12,15 @@ import flask
 from headgate.core import EnqueueForbidden, Envelope, schedule_spec
 
 from .blueprint import bp, empty_ok, json_response, no_content
-from .context import api_state, caller, enqueue_context, idempotency_key, producer, store
+from .context import (
+    api_state,
+    caller,
+    enqueue_context,
+    idempotency_key,
+    producer,
+    producer_call,
+    store,
+)
 from .errors import ApiError
 from .jobs import b64decode, b64encode
 from .params import dflt, json_body, opt, query, req
@@ -90,7 +98,8 @@ def put_periodic(schedule_id: str) -> flask.Response:
         "backfill_limit": b["backfill_limit"] or 0,
         "paused": b["paused"],
     }
-    _authorize_schedule(schedule)
+    with producer_call():
+        _authorize_schedule(schedule)
     store().upsert_schedule(schedule)
     return empty_ok()
 
@@ -152,8 +161,9 @@ def run_periodic(schedule_id: str) -> flask.Response:
     if who.authenticated:
         # Scoped per caller, like the stored responses; hashed to fit the key limit.
         key = hashlib.sha256(f"{who.identity}\n{key}".encode()).hexdigest()
-    job_id, replayed = s.run_schedule_now(schedule_id, key, client=producer(),
-                                          context=enqueue_context())
+    with producer_call():
+        job_id, replayed = s.run_schedule_now(schedule_id, key, client=producer(),
+                                              context=enqueue_context())
     body: dict[str, Any] = {"id": job_id}
     if replayed:
         body["replayed"] = True
