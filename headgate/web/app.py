@@ -73,6 +73,8 @@ def create_app(
     )
     # First of all checks: a URL no handler should ever see (see guards.py).
     app.before_request(guards.reject_nul)
+    if guards.loopback_only(settings):
+        app.before_request(guards.require_loopback_host)
     api.init_app(app, settings, hooks, background=background)
     # The operations console at / (HG_UI_PREFIX mounts it under a path instead).
     from headgate import dashboard
