@@ -52,8 +52,13 @@ def parse_q(q: str, f: JobFilter) -> None:
         elif name == "tag_any":
             f.tags_any.append(value)
         elif name == "priority":
+            # The API's rule exactly: a plain i32 (a bigger one overflowed SQLite: a 500).
             try:
+                if not value.strip() or value != value.strip():
+                    raise ValueError
                 f.priority = int(value)
+                if not -(2**31) <= f.priority < 2**31:
+                    raise ValueError
             except ValueError:
                 raise QueryError(f"priority `{value}` is not a number") from None
         else:
