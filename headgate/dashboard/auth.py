@@ -4,13 +4,16 @@ the signed-in operator's token without the token ever reaching a URL or the page
 How it fits together, when API tokens are configured (HG_API_TOKENS):
 
 1. The operator posts a token to the sign-in form. It is checked against the
-   configured tokens and kept in the Flask session: a signed, HttpOnly, SameSite=Strict
-   cookie. Page scripts cannot read it, and it never appears in a URL.
+   configured tokens, and the Flask session (a signed, HttpOnly, SameSite=Strict
+   cookie) records which one by its SHA-256 — never the token itself: Flask's session
+   cookie is signed, not encrypted, so anything in it can be read by whoever holds the
+   cookie (or a proxy that logs cookies). Page scripts cannot read the cookie, and no
+   token ever appears in a URL.
 2. Every page carries a per-session CSRF value in a `<meta>` tag. headgate.js sends it
    as `X-Headgate-CSRF` on every request the page makes.
 3. ``ConsoleSessionAuth`` (WSGI middleware installed by ``init_app``) sees a request to
    /api/v1 that has no Authorization header but has a session cookie and a matching
-   X-Headgate-CSRF header, and adds `Authorization: Bearer <session token>` before the
+   X-Headgate-CSRF header, and adds `Authorization: Bearer <that token>` before the
    request reaches Flask. The API's own token check then runs unchanged: the console
    gets no privileged path, it acts exactly as that token would.
 
@@ -28,6 +31,7 @@ support; it edits no API code and is a no-op when no tokens are configured.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
 import secrets
@@ -67,10 +71,28 @@ def caller_for(token: str | None, s: Settings | None = None) -> Caller | None:
     return token_set(s).match(token)
 
 
+def token_ref(token: str) -> str:
+    """What the session keeps instead of the token."""
+    return "sha256:" + hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def token_for_ref(ref: Any, s: Settings | None = None) -> str | None:
+    """The configured token a session's reference names (compared in constant time,
+    over every configured token); None once that token is no longer configured."""
+    if not isinstance(ref, str) or not ref.startswith("sha256:"):
+        return None
+    settings_ = s if s is not None else settings()
+    found = None
+    for token in (*settings_.api_tokens, *settings_.api_read_tokens):
+        if hmac.compare_digest(token_ref(token), ref) and found is None:
+            found = token
+    return found
+
+
 def session_caller() -> Caller | None:
     """Who the console session acts as; None when signed out. Re-checked on every
     request, so removing a token from the configuration signs its sessions out."""
-    return caller_for(flask.session.get(SESSION_TOKEN))
+    return caller_for(token_for_ref(flask.session.get(SESSION_TOKEN)))
 
 
 def signed_in() -> bool:
@@ -151,5 +173,5 @@ class ConsoleSessionAuth:
         given = environ.get(_CSRF_ENVIRON, "")
         if not expected or not hmac.compare_digest(str(expected), given):
             return None
-        token = session.get(SESSION_TOKEN)
+        token = token_for_ref(session.get(SESSION_TOKEN), s)
         return token if caller_for(token, s) is not None else None

@@ -172,7 +172,7 @@ def signin_post() -> tuple[str, int] | flask.Response:
         return render("signin.html", page="signin", title="Sign in", next=nxt,
                       error="That token is not accepted by this server."), 401
     flask.session.clear()
-    flask.session[auth.SESSION_TOKEN] = token
+    flask.session[auth.SESSION_TOKEN] = auth.token_ref(token)
     auth.csrf_token()  # a fresh CSRF value for the signed-in session
     return flask.redirect(nxt)
 
