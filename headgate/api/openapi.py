@@ -25,6 +25,15 @@ BOOL = {"type": "boolean"}
 INT = {"type": "integer"}
 NUM = {"type": "number"}
 B64 = {"type": "string", "contentEncoding": "base64"}
+# Durations added to store time: at most 2^62 ms, so the sum stays a 64-bit integer.
+DURATION = {"type": "integer", "minimum": 0, "maximum": 2**62}
+POSITIVE_U32 = {**U32, "minimum": 1}
+
+
+def one_of(*values: str, null: bool = False) -> dict[str, Any]:
+    if null:
+        return {"type": ["string", "null"], "enum": [*values, None]}
+    return {"type": "string", "enum": list(values)}
 
 
 def nullable(schema: dict[str, Any]) -> dict[str, Any]:
@@ -104,23 +113,24 @@ SCHEMAS: dict[str, Any] = {
                     "count_is_approximate": BOOL},
                    ["jobs", "next_cursor", "count_is_approximate"]),
     "EnqueueRequest": obj({
-        "kind": {**STR, "description": "1..128 characters."},
+        "kind": {**STR, "minLength": 1, "maxLength": 128, "description": "1..128 characters."},
         "schema_version": nullable(U32), "payload": B64, "queue": nullable(STR),
         "priority": nullable(I32), "partition_key": nullable(STR), "rate_class": nullable(STR),
-        "weight": nullable({**U32, "description": "0 is rejected: weight must be >= 1."}),
-        "scheduled_at_ms": nullable(I64), "unique_key": nullable(B64),
-        "unique_window_ms": nullable(I64), "unique_replace": nullable(U32),
-        "unique_debounce_ms": nullable(I64), "unique_exclude_kind": BOOL,
+        "weight": nullable({**POSITIVE_U32, "description": "weight must be >= 1."}),
+        "scheduled_at_ms": nullable({**I64, "minimum": 0}), "unique_key": nullable(B64),
+        "unique_window_ms": nullable(DURATION), "unique_replace": nullable(U32),
+        "unique_debounce_ms": nullable(DURATION), "unique_exclude_kind": BOOL,
         "tags": arr(STR), "pending": BOOL, "sticky_worker": STR,
-        "max_attempts": nullable(U32), "retention_ms": nullable(I64), "id": nullable(STR),
+        "max_attempts": nullable(POSITIVE_U32), "retention_ms": nullable(DURATION),
+        "id": nullable(STR),
         "headers": {"type": "object", "additionalProperties": STR},
     }, ["kind", "payload"], desc=(
         "Absent optional fields take the envelope defaults (queue `default`, priority 0, "
         "weight 1, max_attempts 25, store retention). Without `unique_key` the "
         "Idempotency-Key is the dedup key.")),
     "EnqueueResponse": obj({"id": STR, "replayed": {"const": True}}, ["id"]),
-    "ActionsRequest": obj({"action": {**STR, "description": "retry | cancel | delete "
-                                     "(archive is rejected per id)"},
+    "ActionsRequest": obj({"action": {**one_of("retry", "cancel", "delete", "archive"),
+                                      "description": "archive is rejected per id"},
                            "ids": {**arr(STR), "maxItems": 1000}}, ["action", "ids"]),
     "ActionsResult": obj({"succeeded": arr(STR),
                           "failed": arr(obj({"id": STR, "reason": STR}, ["id", "reason"]))},
@@ -129,7 +139,7 @@ SCHEMAS: dict[str, Any] = {
                          "kind": nullable(STR), "partition_key": nullable(STR),
                          "older_than_ms": nullable(I64)},
                         desc="At least one field must be set."),
-    "BulkRequest": obj({"action": {**STR, "description": "retry | cancel | delete"},
+    "BulkRequest": obj({"action": one_of("retry", "cancel", "delete"),
                         "selector": ref("BulkSelector"), "dry_run": BOOL},
                        ["action", "selector"]),
     "Operation": obj({
@@ -185,8 +195,9 @@ SCHEMAS: dict[str, Any] = {
         "kind": STR, "spec": {**STR, "description": "`@every:<ms>` or 5/6-field cron, "
                               "optionally prefixed `CRON_TZ=<zone>`."},
         "payload": nullable(B64), "queue": nullable(STR), "partition_key": nullable(STR),
-        "rate_class": nullable(STR), "priority": nullable(I32), "max_attempts": nullable(U32),
-        "retention_ms": nullable(I64), "on_missed": nullable(STR),
+        "rate_class": nullable(STR), "priority": nullable(I32),
+        "max_attempts": nullable(POSITIVE_U32), "retention_ms": nullable(DURATION),
+        "on_missed": one_of("skip", "run_once", "backfill", null=True),
         "backfill_limit": nullable(U32), "paused": BOOL,
     }, ["kind", "spec"]),
     "ScheduleEvents": obj({
@@ -214,23 +225,26 @@ SCHEMAS: dict[str, Any] = {
         "queues": arr(obj({"queue": STR, "live_workers": INT}, ["queue", "live_workers"])),
     }, ["workers", "capacity_total", "inflight_total", "utilization", "empty_poll_ratio",
         "polls_total", "empty_polls_total", "queues"]),
-    "SignalRequest": obj({"command": nullable({**STR, "description": "quiet | resume | "
-                                               "restart | terminate | resign; null clears"})}),
+    "SignalRequest": obj({"command": {
+        **one_of("quiet", "resume", "restart", "terminate", "resign", null=True),
+        "description": "null clears"}}),
     "RateClass": obj({
         "name": STR, "tokens_available": NUM, "burst": INT, "limit_per_window": INT,
         "window_ms": INT, "jobs_waiting": INT, "paused": BOOL, "refill_in_ms": nullable(INT),
     }, ["name", "tokens_available", "burst", "limit_per_window", "window_ms", "jobs_waiting",
         "paused"]),
-    "RateClassRequest": obj({"limit": I64, "window_ms": I64,
-                             "burst": nullable({**I64, "description": "default max(limit, 1)"}),
+    "RateClassRequest": obj({"limit": {**I64, "minimum": 1},
+                             "window_ms": {**I64, "minimum": 1},
+                             "burst": nullable({**I64, "minimum": 1,
+                                                "description": "default max(limit, 1)"}),
                              "paused": BOOL}, ["limit", "window_ms"]),
     "ConcurrencyLimit": obj({"name": STR, "queue": STR, "max_concurrent": INT,
                              "on_saturated": STR},
                             ["name", "queue", "max_concurrent", "on_saturated"]),
     "ConcurrencyLimitRequest": obj({
-        "queue": STR, "max_concurrent": U64,
-        "on_saturated": {**STR, "description": "queue | discard | cancel_incoming | "
-                         "cancel_running"},
+        "queue": {**STR, "minLength": 1},
+        "max_concurrent": {**U64, "minimum": 1, "maximum": 2**63 - 1},
+        "on_saturated": one_of("queue", "discard", "cancel_incoming", "cancel_running"),
     }, ["queue", "max_concurrent", "on_saturated"]),
     "Partition": obj({"partition_key": STR, "deficit": INT, "waiting": INT, "running": INT},
                      ["partition_key", "deficit", "waiting"]),
@@ -258,7 +272,7 @@ SCHEMAS: dict[str, Any] = {
         "counts": {"type": "object", "additionalProperties": INT}, "total": INT,
         "deleted": INT,
     }, ["dry_run", "total", "deleted"]),
-    "QueueWeightRequest": obj({"weight": {**U32, "description": "0 is rejected"}},
+    "QueueWeightRequest": obj({"weight": POSITIVE_U32},
                               ["weight"]),
     "EnqueueLimitRequest": obj({"max_unfinished_jobs": {
         **U64, "description": "0 closes intake (kill switch); above 2^63-1 is a 400"}},
