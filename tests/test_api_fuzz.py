@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["api_helpers"]  # the real-HTTP server fixtures
 
-EXAMPLES = {"positive": 20, "negative": 10}
+EXAMPLES = {"positive": 16, "negative": 8}
 STATEFUL_EXAMPLES = 10
 STATEFUL_STEPS = 25
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,

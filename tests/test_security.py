@@ -1030,6 +1030,7 @@ SQL_INTERPOLATIONS: dict[str, str] = {
     "', '.join('?' * len(ids))": "placeholders only",
     "', '.join('?' * len(states))": "placeholders only",
     "', '.join('?' * len(SCHEDULE_FIELDS))": "placeholders only",
+    "','.join('?' * len(names))": "placeholders only (lifecycle.promote_due's queue list)",
     "JOB_BYTES": "a constant SQL expression (queue_admin.py)",
     "OP_COLUMNS": "constant column list",
     "SCHEDULE_COLUMNS": "constant column list",
@@ -1043,8 +1044,9 @@ SQL_INTERPOLATIONS: dict[str, str] = {
     "JOB_COLUMNS_WITH_PAYLOAD": "constant column list",
     "'SELECT ' + JOB_COLUMNS_WITH_PAYLOAD": "constant column list",
 }
-# str.format on SQL templates: only these fields, each a dialect constant or placeholders.
-SQL_FORMAT_FIELDS = {"marks", "rows", "for_update", "skip_locked"}
+# str.format on SQL templates: only these fields, each a dialect constant or placeholders
+# (`in_queues`: "" or " AND queue IN (?, …)").
+SQL_FORMAT_FIELDS = {"marks", "rows", "for_update", "skip_locked", "in_queues"}
 SQL_TEXT = re.compile(r"\b(SELECT|INSERT INTO|DELETE FROM|WHERE|PRAGMA|LISTEN|VALUES)\b"
                       r"|\bUPDATE \w+ SET\b|\bIN \(|\bAND \b|[=<>] \?|\(\?|, \?")
 
