@@ -170,9 +170,9 @@ def admit(
     conn: Connection, now: int, worker_id: str, queues: Sequence[str],
     capacity: int, lease_ms: int, quantum: int | None,
 ) -> list[Claim]:
-    promote_due(conn, now, 1000)
     names = list(dict.fromkeys(queues))
-    conn.dialect.lock_queues(conn, names)
+    conn.dialect.lock_queues(conn, names)  # first: see lifecycle.lock_job_queues
+    promote_due(conn, now, 1000, names)
     rows = conn.execute(SELECT_QUEUES.format(marks=",".join("?" * len(names))), names).fetchall()
     order = {name: i for i, name in enumerate(names)}
     active = sorted((r for r in rows if not r[2]), key=lambda r: order[r[0]])

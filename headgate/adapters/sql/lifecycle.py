@@ -44,12 +44,21 @@ ORDER BY lease_expires_at_ms LIMIT ?{skip_locked}
 PROMOTE_DUE = """
 UPDATE jobs SET state = 'available'
 WHERE id IN (SELECT id FROM jobs WHERE state IN ('scheduled', 'retryable')
-             AND scheduled_at_ms <= ? ORDER BY scheduled_at_ms LIMIT ?)
+             AND scheduled_at_ms <= ?{in_queues} ORDER BY scheduled_at_ms LIMIT ?{skip_locked})
   AND state IN ('scheduled', 'retryable') AND scheduled_at_ms <= ?
 RETURNING queue
 """
 PROBE_DUE = """
-SELECT 1 FROM jobs WHERE state IN ('scheduled', 'retryable') AND scheduled_at_ms <= ? LIMIT 1
+SELECT 1 FROM jobs WHERE state IN ('scheduled', 'retryable') AND scheduled_at_ms <= ?{in_queues}
+LIMIT 1
+"""
+DUE_QUEUES = """
+SELECT DISTINCT queue FROM (SELECT queue FROM jobs WHERE state IN ('scheduled', 'retryable')
+    AND scheduled_at_ms <= ? ORDER BY scheduled_at_ms LIMIT ?) AS due
+"""
+EXPIRED_QUEUES = """
+SELECT DISTINCT queue FROM (SELECT queue FROM jobs WHERE state = 'running'
+    AND lease_expires_at_ms < ? ORDER BY lease_expires_at_ms LIMIT ?) AS expired
 """
 EVICT = """
 DELETE FROM jobs WHERE id IN (
@@ -156,9 +165,21 @@ def _update(conn: Connection, job_id: str, sets: dict[str, object]) -> None:
     conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*sets.values(), job_id))
 
 
+def lock_job_queues(conn: Connection, sql: str, params: tuple) -> None:
+    """PostgreSQL: take the advisory locks of the queues `sql` names, before any row.
+
+    Every transaction that moves jobs between states also updates the per-queue counter
+    rows (triggers) and history rows, one statement at a time, so two of them could
+    take those hot rows in opposite orders and deadlock. Taking the queues' admission
+    locks first, in sorted order (as admit does), orders them instead."""
+    if conn.dialect.name == "postgres":
+        conn.dialect.lock_queues(conn, [row[0] for row in conn.execute(sql, params)])
+
+
 def renew(conn: Connection, now: int, claims: Sequence[Claim], lease_ms: int) -> list[str]:
     lost = []
-    for claim in claims:
+    # Rows in id order, as every multi-job writer takes them: no lock-order deadlock.
+    for claim in sorted(claims, key=lambda c: c.job.id):
         cur = conn.execute(RENEW, (now + lease_ms, claim.job.id, claim.lease_id, claim.fence))
         if cur.rowcount == 0:
             lost.append(claim.job.id)
@@ -171,7 +192,8 @@ def release(conn: Connection, now: int, claims: Sequence[Claim]) -> tuple[int, s
     released = 0
     queues = set()
     rule = transition(State.RUNNING, Outcome.RATE_LIMITED.value)
-    for claim in claims:
+    conn.dialect.lock_queues(conn, sorted({c.job.queue for c in claims}))
+    for claim in sorted(claims, key=lambda c: c.job.id):
         row = _locked_job(conn, claim.job.id)
         try:
             _lost_unless(row, claim)
@@ -218,6 +240,7 @@ def reclaim_expired(
 ) -> set[str]:
     """lease_lost for every expired lease: crash accounting, quarantine at the limit."""
     queues = set()
+    lock_job_queues(conn, EXPIRED_QUEUES, (now, limit))
     sql = SELECT_EXPIRED.format(skip_locked=conn.dialect.skip_locked)
     rows = conn.execute(sql, (now, limit)).fetchall()
     for job_id, crash, fp, kind, worker, errors, queue, _retention, fence in rows:
@@ -245,12 +268,20 @@ def reclaim_expired(
     return len(rows), queues
 
 
-def promote_due(conn: Connection, now: int, limit: int) -> tuple[int, set[str]]:
+def promote_due(conn: Connection, now: int, limit: int,
+                queues: Sequence[str] | None = None) -> tuple[int, set[str]]:
+    """Due scheduled/retryable jobs → available: of `queues` only (admit, which holds
+    their locks already), or of any queue (the promoter duty, which locks them first)."""
+    names = list(queues) if queues is not None else []
+    in_queues = f" AND queue IN ({','.join('?' * len(names))})" if names else ""
     # The probe is an index peek; the UPDATE costs far more even when it matches nothing,
     # and admit runs this on every call.
-    if conn.execute(PROBE_DUE, (now,)).fetchone() is None:
+    if conn.execute(PROBE_DUE.format(in_queues=in_queues), (now, *names)).fetchone() is None:
         return 0, set()
-    rows = conn.execute(PROMOTE_DUE, (now, limit, now)).fetchall()
+    if queues is None:
+        lock_job_queues(conn, DUE_QUEUES, (now, limit))
+    sql = PROMOTE_DUE.format(in_queues=in_queues, skip_locked=conn.dialect.skip_locked)
+    rows = conn.execute(sql, (now, *names, limit, now)).fetchall()
     return len(rows), {row[0] for row in rows}
 
 

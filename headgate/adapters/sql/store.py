@@ -79,6 +79,7 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
             delay_ms: int | None = None, result: bytes | None = None, *,
             result_schema_version: int = 1, logs: Sequence[str] = ()) -> None:
         with self.db.write() as (conn, now):
+            conn.dialect.lock_queues(conn, [claim.job.queue])
             queue = lifecycle.ack(conn, now, claim, outcome, error, delay_ms, result,
                                   result_schema_version, logs)
         if Outcome(outcome) in (Outcome.RATE_LIMITED, Outcome.SNOOZE):
@@ -100,6 +101,8 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
         a few, take a few) costs one commit instead of two."""
         admission.validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
         with self.db.write() as (conn, now):
+            # Every queue this transaction touches, locked up front in one sorted pass.
+            conn.dialect.lock_queues(conn, sorted({a.claim.job.queue for a in acks} | set(queues)))
             lost, wake = self._apply_acks(conn, now, acks)
             claims = admission.admit(conn, now, worker_id, queues, capacity, lease_ms, quantum)
         self._publish(wake)
@@ -110,7 +113,9 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
         lost: list[str] = []
         wake: set[str] = set()
         history: dict[str, dict[str, int]] = {}
-        for a in acks:
+        # Queue locks first, then rows in id order (see lifecycle.lock_job_queues).
+        conn.dialect.lock_queues(conn, sorted({a.claim.job.queue for a in acks}))
+        for a in sorted(acks, key=lambda a: a.claim.job.id):
             try:
                 queue = lifecycle.ack(conn, now, a.claim, a.outcome, a.error, a.delay_ms,
                                       a.result, a.result_schema_version, a.logs, history)
