@@ -1,0 +1,195 @@
+"""Database outages while a `headgate worker` and a `headgate serve` run on the store:
+
+- PostgreSQL stopped (pg_ctl stop -m fast) mid-run and started again;
+- SQLite locked by another process holding `BEGIN EXCLUSIVE` past the busy timeout.
+
+Meanwhile the store raises the typed `StoreUnavailable`, the API answers 503 with a
+JSON error, the worker logs and backs off; afterwards both carry on and no job is lost
+or completed twice (at-least-once: a job whose ack could not be written runs again,
+but only one run's completion is kept).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from faultkit import (
+    Fleet,
+    api_enqueue,
+    audit,
+    ends,
+    enqueue_fx,
+    http,
+    pg_cluster_available,
+    pg_start,
+    pg_stop,
+    record,
+    unfinished,
+    wait_for,
+)
+
+import headgate
+from headgate import Store, StoreUnavailable
+
+OUTAGE_S = 4.0  # longer than a job lease (1.5 s): leases run out during the outage
+
+
+def assert_503_json(status: int, body: str, headers: dict[str, str]) -> dict:
+    assert status == 503, (status, body)
+    assert headers.get("Content-Type", "").startswith("application/json"), headers
+    doc = json.loads(body)
+    assert doc["error"].startswith("store unavailable"), doc
+    return doc
+
+
+def worker_recovered(log: str, mark: int) -> bool:
+    """A job finished (its ack written) after `mark`, the log's length at recovery."""
+    return ": success in " in log[mark:]
+
+
+@pytest.mark.skipif(not pg_cluster_available(), reason="needs the test PostgreSQL cluster "
+                    "(HG_TEST_PG_BIN/HG_TEST_PG_DATA, set by scripts/test.sh)")
+def test_postgres_stopped_and_restarted_mid_run(
+    store: Store, fleet: Fleet, tmp_path: Path, backend: str
+) -> None:
+    if backend != "pg":
+        pytest.skip("a PostgreSQL server outage")
+    ids = enqueue_fx(store, 400, ms=30)
+    worker = fleet.worker("w", "--duties", "--concurrency", "4")
+    api = fleet.serve("api")
+    wait_for(lambda: ends(tmp_path) >= 100, 60, "100 jobs to finish")
+
+    pg_stop()
+    stopped = time.monotonic()
+    try:
+        # Each of these waits out the connection pool's timeout before failing: ask
+        # them side by side.
+        with ThreadPoolExecutor(4) as pool:
+            direct = pool.submit(store.counts)
+            asked = time.monotonic()
+            ready = pool.submit(http, api.base + "/readyz")
+            counts = pool.submit(http, api.base + "/api/v1/jobs/counts")
+            enqueued = pool.submit(api_enqueue, api.base, "fx", b"{}", "during-outage")
+            status, body, _ = ready.result()
+            answered_503_s = time.monotonic() - asked
+            assert status == 503, body
+            assert_503_json(*counts.result())
+            assert_503_json(*enqueued.result())
+            with pytest.raises(StoreUnavailable):
+                direct.result()
+        assert http(api.base + "/healthz")[0] == 200  # never touches the store
+        wait_for(lambda: "store unavailable" in worker.log(), 20,
+                 "the worker to log the outage")
+        time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - stopped)))
+        assert worker.running() and api.running()
+    finally:
+        pg_start()
+    started = time.monotonic()
+    outage_s = started - stopped
+    mark = len(worker.log())
+
+    wait_for(lambda: http(api.base + "/readyz")[0] == 200, 60, "/readyz to recover")
+    api_ready_s = time.monotonic() - started
+    status, body, _ = api_enqueue(api.base, "fx", json.dumps({"o": "ok"}).encode(),
+                                  "after-outage")
+    assert status == 201, body
+    ids.append(json.loads(body)["id"])
+    wait_for(lambda: worker_recovered(worker.log(), mark), 60, "the worker to finish a job")
+    worker_s = time.monotonic() - started
+    wait_for(lambda: unfinished(store) == 0, 120, "every job to finish")
+
+    report = audit(store, ids, tmp_path)
+    assert report.problems == []
+    assert report.terminal == {"completed": len(ids)}
+    log = worker.log()
+    assert "admit failed, backing off" in log or "lease renewal failed" in log
+    assert worker.term() == 0
+    record("PostgreSQL stopped and restarted", "pg", faults=1, jobs=len(ids),
+           lost=report.lost, duplicate_completions=report.duplicate_completions,
+           reruns=report.reruns, runs=report.runs, outage_s=round(outage_s, 1),
+           answered_503_s=round(answered_503_s, 1),
+           recover_s=round(max(api_ready_s, worker_s), 2))
+
+
+LOCKER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], timeout=60, isolation_level=None)
+conn.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("COMMIT")
+print("released", flush=True)
+"""
+
+
+def test_sqlite_locked_by_a_long_external_writer(
+    store: Store, fleet: Fleet, tmp_path: Path, backend: str, store_url: str
+) -> None:
+    if backend != "sqlite":
+        pytest.skip("SQLite's write lock")
+    from headgate.adapters.sqlite.connection import BUSY_TIMEOUT_MS
+
+    hold_s = BUSY_TIMEOUT_MS / 1000 + 3
+    ids = enqueue_fx(store, 200, ms=30)
+    worker = fleet.worker("w", "--duties", "--concurrency", "4")
+    api = fleet.serve("api")
+    wait_for(lambda: ends(tmp_path) >= 50, 60, "50 jobs to finish")
+
+    locker = subprocess.Popen(
+        [sys.executable, "-c", LOCKER, store_url.removeprefix("sqlite:///"), str(hold_s)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert locker.stdout is not None and locker.stdout.readline().strip() == "locked"
+        locked = time.monotonic()
+        # A write through the store and one through the API, side by side (each waits
+        # out the busy timeout before giving up).
+        answers: dict[str, object] = {}
+
+        def via_api() -> None:
+            answers["api"] = api_enqueue(api.base, "fx", b"{}", "during-lock")
+
+        thread = threading.Thread(target=via_api)
+        thread.start()
+        with pytest.raises(StoreUnavailable, match="database is locked"):
+            headgate.Client(store).enqueue("fx", b"{}")
+        thread.join(30)
+        answered_503_s = time.monotonic() - locked  # the busy timeout
+        doc = assert_503_json(*answers["api"])  # type: ignore[misc]
+        assert "database is locked" in doc["error"]
+        # WAL: readers are not blocked by a writer, so reads (and /readyz) still answer.
+        assert http(api.base + "/readyz")[0] == 200
+        assert http(api.base + "/api/v1/jobs/counts")[0] == 200
+        assert locker.wait(hold_s + 30) == 0
+    finally:
+        if locker.poll() is None:
+            locker.kill()
+            locker.wait()
+    released = time.monotonic()
+    mark = len(worker.log())
+    assert "database is locked" in worker.log()
+
+    status, body, _ = api_enqueue(api.base, "fx", json.dumps({"o": "ok"}).encode(),
+                                  "after-lock")
+    assert status == 201, body
+    ids.append(json.loads(body)["id"])
+    wait_for(lambda: worker_recovered(worker.log(), mark), 60, "the worker to finish a job")
+    worker_s = time.monotonic() - released
+    wait_for(lambda: unfinished(store) == 0, 120, "every job to finish")
+
+    report = audit(store, ids, tmp_path)
+    assert report.problems == []
+    assert report.terminal == {"completed": len(ids)}
+    assert worker.running() and api.running()
+    assert worker.term() == 0
+    record("SQLite locked by an external writer", "sqlite", faults=1, jobs=len(ids),
+           lost=report.lost, duplicate_completions=report.duplicate_completions,
+           reruns=report.reruns, runs=report.runs, outage_s=round(released - locked, 1),
+           answered_503_s=round(answered_503_s, 1),
+           recover_s=round(worker_s, 2))
