@@ -2,9 +2,10 @@
 
 Pool threads (and the lease keeper, for a handler past its timeout grace) never write
 an ack themselves: they queue the decision, and the dispatcher writes everything queued
-since its last turn in ONE ``store.ack_many`` transaction. Acks therefore batch
-themselves under load (whatever finished while the previous transaction ran goes into
-the next), and no two of our own threads queue for SQLite's write lock.
+since its last turn in ONE transaction — together with its next admission when it has
+free slots (``store.ack_and_admit``), else alone (``store.ack_many``). Acks therefore
+batch themselves under load (whatever finished while the previous transaction ran goes
+into the next), and no two of our own threads queue for SQLite's write lock.
 
 While acks cannot be written (store unavailable) they stay queued and the dispatcher
 admits nothing; acks older than a lease are given up, since that lease has run out and
@@ -17,12 +18,12 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from headgate.core import AckRequest, InvalidInput, LeaseLost, Outcome, StoreUnavailable
 from headgate.store.port import Store
 
-from .attempts import DEADLINE, TIMED_OUT, Attempt, Inflight
+from .attempts import DEADLINE, TIMED_OUT, Attempt, Inflight, lock_order
 from .execution import Decision
 
 log = logging.getLogger("headgate.worker")
@@ -43,17 +44,17 @@ class AckQueue:
         self._lock = threading.Lock()
         self._queue: collections.deque[Queued] = collections.deque()
 
-    def finish(self, attempt: Attempt, decision: Decision) -> None:
+    def finish(self, attempt: Attempt, decision: Decision) -> bool:
         """Decide the attempt's end, unless another path already did, and queue its ack
-        for the dispatcher."""
+        for the dispatcher; True when an ack was queued."""
         if not attempt.settle():
-            return
+            return False
         gate = attempt.gate
         if gate.closed:
             log.info("job %s %s: abandoned (%s); its outcome %s is discarded",
                      attempt.job.id, attempt.job.kind, gate.reason, decision.label)
             self.inflight.done_with(attempt)
-            return
+            return False
         if gate.reason == TIMED_OUT:
             decision = Decision(Outcome.RETRY, f"timed out after {attempt.timeout_ms} ms")
         elif gate.reason == DEADLINE:
@@ -66,13 +67,29 @@ class AckQueue:
         with self._lock:
             self._queue.append((attempt, decision, time.monotonic()))
         self.on_queued()
+        return True
 
-    def flush(self) -> bool:
-        """Write every queued ack in one transaction; False when the store was
-        unavailable (the acks stay queued)."""
+    def take(self) -> list[Queued]:
+        """Everything queued so far, in job-row order (see ``lock_order``); the caller
+        writes it with ``write`` or its own combined call, then ``settle`` or
+        ``refused``."""
         with self._lock:
             batch = list(self._queue)
             self._queue.clear()
+        batch.sort(key=lambda item: lock_order(item[0]))
+        return batch
+
+    @staticmethod
+    def requests(batch: list[Queued]) -> list[AckRequest]:
+        return [
+            AckRequest(a.claim, d.outcome.value, d.error, d.delay_ms, d.result,
+                       d.result_schema_version, tuple(d.logs))
+            for a, d, _ in batch
+        ]
+
+    def write(self, batch: list[Queued]) -> bool:
+        """Write a taken batch in one transaction; False when the store was unavailable
+        (the batch is queued again)."""
         if not batch:
             return True
         ack_many = getattr(self.store, "ack_many", None)
@@ -80,33 +97,38 @@ class AckQueue:
             for attempt, decision, _ in batch:
                 self._ack_one(attempt, decision)
             return True
-        requests = [
-            AckRequest(a.claim, d.outcome.value, d.error, d.delay_ms, d.result,
-                       d.result_schema_version, tuple(d.logs))
-            for a, d, _ in batch
-        ]
         try:
-            lost = set(ack_many(requests))
+            lost = ack_many(self.requests(batch))
         except StoreUnavailable as exc:
-            log.warning("acking %d job(s) failed, will retry: %s", len(batch), exc)
-            with self._lock:
-                self._queue.extendleft(reversed(batch))
-            self.give_up()
+            self.refused(batch, exc)
             return False
         except Exception as exc:  # noqa: BLE001 - e.g. one invalid outcome: isolate it
             log.warning("batch ack failed (%s); acking one by one", exc)
             for attempt, decision, _ in batch:
                 self._ack_one(attempt, decision)
             return True
+        self.settle(batch, lost)
+        return True
+
+    def settle(self, batch: list[Queued], lost: Iterable[str]) -> None:
+        """The batch is written; ``lost`` names the jobs whose lease was gone, so their
+        outcome was discarded by the store."""
+        gone = set(lost)
         for attempt, decision, _ in batch:
-            if attempt.job.id in lost:
+            if attempt.job.id in gone:
                 attempt.gate.close("lease lost")
                 log.info("job %s %s: lease lost before the ack; outcome %s discarded",
                          attempt.job.id, attempt.job.kind, decision.label)
             else:
                 self._log_outcome(attempt, decision)
             self.inflight.done_with(attempt)
-        return True
+
+    def refused(self, batch: list[Queued], exc: Exception) -> None:
+        """The store was unavailable: queue the batch again, ahead of newer acks."""
+        log.warning("acking %d job(s) failed, will retry: %s", len(batch), exc)
+        with self._lock:
+            self._queue.extendleft(reversed(batch))
+        self.give_up()
 
     def give_up(self) -> bool:
         """Drop queued acks older than a lease (the reclaimer has them by now), and all

@@ -73,6 +73,18 @@ class Attempt:
             return True
 
 
+def lock_order(attempt: Attempt) -> tuple[str, int]:
+    """The order in which this process hands job rows to the store.
+
+    Acks (dispatcher), renewals (lease keeper) and releases run in different threads,
+    and the store locks the rows in the order it is given (PostgreSQL row locks); acks
+    queue in the order handlers finish, renewals would go in dispatch order. Sorting
+    every such batch the same way makes two of our own transactions wait for each other
+    instead of deadlocking.
+    """
+    return attempt.key
+
+
 class Inflight:
     """The attempts this process holds, and how many pool threads they occupy."""
 

@@ -136,18 +136,34 @@ class JobContext:
 
     def __init__(
         self, store: Store, claim: Claim, payload: Any, gate: AttemptGate,
-        logger: logging.Logger, worker_id: str, deadline_monotonic: float | None = None,
+        logger: logging.Logger | Callable[[], logging.Logger], worker_id: str,
+        deadline_monotonic: float | None = None,
     ) -> None:
         self.store = store
         self.claim = claim
         self.job: Job = claim.job
         self.payload = payload
         self.gate = gate
-        self.logger = logger
+        # A logger, or how to build it: most attempts never log, and a logger with its
+        # capture handler is the costliest part of setting up an attempt.
+        self._logger = logger
+        self._logger_lock = threading.Lock()
         self.worker_id = worker_id
         self.deadline_monotonic = deadline_monotonic
         self.result: bytes | None = None
         self.result_schema_version = 1
+
+    @property
+    def logger(self) -> logging.Logger:
+        """This attempt's logger: its lines go into the attempt's history (for attempts
+        that do not succeed, by default) and on to the ``headgate.job`` logger."""
+        logger = self._logger
+        if not isinstance(logger, logging.Logger):
+            with self._logger_lock:
+                if not isinstance(self._logger, logging.Logger):
+                    self._logger = self._logger()
+                logger = self._logger
+        return logger
 
     # -- cancellation -------------------------------------------------------------
     @property

@@ -1,10 +1,21 @@
 """The dispatcher: the one thread that owns the hot-path writes.
 
-Each turn it writes every ack queued since the last turn (see ``acks``), then asks the
-store for at most the free capacity and hands the claims to the pool. One writer thread
-per process means our own threads never busy-wait on SQLite's write lock. Between turns
-it backs off on empty polls and wakes early on in-process activity, a change probe, or a
-freed slot after a full poll (see ``polling``).
+Each turn writes every ack queued since the last turn (see ``acks``) and asks the store
+for at most the free capacity, handing the claims to the pool. When there are acks AND
+free slots, both happen in one transaction (``store.ack_and_admit``): a busy worker's
+steady state — finish a few, take a few — costs one commit instead of two. Otherwise,
+or with a store that lacks the combined call, the acks go alone (``ack_many``), then
+admission (``admit``). One writer thread per process means our own threads never
+busy-wait on SQLite's write lock.
+
+Free capacity is idle pool threads. A pool thread frees its slot before it queues its
+ack, so the slots of a batch's acks are already counted when the batch is written; a
+handler stuck past its timeout grace (its ack queued by the lease keeper) still holds
+its thread and is not counted. Admitting at most that many never runs more handlers
+than ``concurrency``.
+
+Between turns it backs off on empty polls and wakes early on in-process activity, a
+change probe, or a freed slot after a full poll (see ``polling``).
 """
 
 from __future__ import annotations
@@ -12,12 +23,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from headgate.core import StoreUnavailable
+from headgate.core import AckRequest, Claim, StoreUnavailable
 from headgate.store.port import Store
 
-from .acks import AckQueue
+from .acks import AckQueue, Queued
 from .attempts import Inflight
 from .control import Control
 from .polling import Backoff, Probe
@@ -25,12 +36,17 @@ from .pool import Pool
 
 log = logging.getLogger("headgate.worker")
 
+# store.ack_and_admit(acks, worker_id, queues, capacity, lease_ms, quantum)
+AckAndAdmit = Callable[[list[AckRequest], str, list[str], int, int, int | None],
+                       tuple[list[str], list[Claim]]]
+
 
 class Doorbell:
     """Why the dispatcher should look again before its wait is over.
 
-    Reasons: ``ack`` (a decision is queued), ``slot`` (a pool thread came free),
-    ``activity`` (the store saw work for our queues), ``control`` (stop, resume).
+    Reasons: ``ack`` (a decision is queued), ``slot`` (a pool thread came free without
+    queueing an ack), ``activity`` (the store saw work for our queues), ``control``
+    (stop, resume).
     """
 
     def __init__(self) -> None:
@@ -73,77 +89,118 @@ class Dispatcher:
         self.concurrency = concurrency
         self.lease_ms = lease_ms
         self.quantum = quantum
-        self.poll_floor_ms = poll_floor_ms
-        self.poll_ceiling_ms = poll_ceiling_ms
-        self.probe_interval_ms = probe_interval_ms
-        self.idle_probe_interval_ms = idle_probe_interval_ms
-        self.idle_after_ms = idle_after_ms
-        self.hint_ceiling_ms = hint_ceiling_ms
+        self.busy_probe_s = probe_interval_ms / 1000
+        self.idle_probe_s = max(self.busy_probe_s, idle_probe_interval_ms / 1000)
+        self.idle_after_s = idle_after_ms / 1000
+        self.hint_ceiling_s = hint_ceiling_ms / 1000
         self.polls = 0
         self.empty_polls = 0
+        self._ack_and_admit: AckAndAdmit | None = getattr(store, "ack_and_admit", None)
+        self._backoff = Backoff(poll_floor_ms, poll_ceiling_ms)
+        self._errors = Backoff(50, 5_000)
+        # What the last turn decided about the next wait (see ``_wait``).
+        self._delay: float | None = None  # None: nothing to poll for until woken
+        self._saturated = False  # the last poll filled every free slot
+        self._token: object = None  # the change probe's value before the last poll
+        self._by_hint = False  # the change probe ended the last wait
+        self._hint_gap = 0.0
+        self._last_poll = 0.0
+        self._last_work = time.monotonic()
 
     def free(self) -> int:
         return self.concurrency - self.inflight.busy()
 
     def run(self) -> None:
         halted = self.control.halted
-        backoff = Backoff(self.poll_floor_ms, self.poll_ceiling_ms)
-        errors = Backoff(50, 5_000)
-        probe = self.probe
-        busy_probe_s = self.probe_interval_ms / 1000
-        idle_probe_s = max(busy_probe_s, self.idle_probe_interval_ms / 1000)
-        idle_after_s = self.idle_after_ms / 1000
-        hint_ceiling_s = self.hint_ceiling_ms / 1000
-        hint_gap = 0.0
-        last_poll = 0.0
-        last_work = time.monotonic()
-        saturated = False
-        by_hint = False
-        token: object = None
         while True:
-            if not self.acks.flush():
-                # The store refused the batch (unavailable): back off, keep the acks.
-                self._wait(errors.next_ms() / 1000, False, None, 1.0, None, 0.0, 0.0)
+            self._delay = None
+            if not self._turn():
+                # The store refused the acks (unavailable): back off, keep them queued.
+                self._wait(self._errors.next_ms() / 1000, False, None, 1.0, None, 0.0, 0.0)
                 if halted.is_set() and not self.acks.give_up():
                     break
                 continue
             if halted.is_set():
                 break
-            free = self.free()
-            delay: float | None = None  # None: nothing to poll for until something wakes us
-            if self.control.admitting() and free > 0:
-                token = probe() if probe is not None else None
-                t0 = time.monotonic()
-                try:
-                    claims = self.store.admit(self.worker_id, self.queues, free, self.lease_ms,
-                                              self.quantum)
-                except StoreUnavailable as exc:
-                    log.warning("admit failed, backing off: %s", exc)
-                    claims, delay = None, errors.next_ms() / 1000
-                except Exception:  # noqa: BLE001 - never let the loop die
-                    log.exception("admit failed unexpectedly, backing off")
-                    claims, delay = None, errors.next_ms() / 1000
-                if claims is not None:
-                    errors.reset()
-                    last_poll = time.monotonic()
-                    self.polls += 1
-                    if claims:
-                        self.pool.submit(claims, t0 + self.lease_ms / 1000)
-                        last_work = last_poll
-                        backoff.reset()
-                        hint_gap = 0.0
-                        saturated = len(claims) >= free
-                        if not saturated:
-                            delay = backoff.next_ms() / 1000
-                    else:
-                        self.empty_polls += 1
-                        saturated = False
-                        delay = backoff.next_ms() / 1000
-                        if by_hint:
-                            hint_gap = min(hint_ceiling_s, max(hint_gap * 2, 0.001))
-            probe_s = busy_probe_s if time.monotonic() - last_work < idle_after_s \
-                else idle_probe_s
-            by_hint = self._wait(delay, saturated, probe, probe_s, token, last_poll, hint_gap)
+            probe_s = self.busy_probe_s if time.monotonic() - self._last_work < \
+                self.idle_after_s else self.idle_probe_s
+            self._by_hint = self._wait(self._delay, self._saturated, self.probe, probe_s,
+                                       self._token, self._last_poll, self._hint_gap)
+
+    def _admitting(self, free: int) -> bool:
+        return free > 0 and self.control.admitting() and not self.control.halted.is_set()
+
+    def _turn(self) -> bool:
+        """Write the queued acks and admit for the free slots; False when the acks
+        could not be written (nothing is admitted then)."""
+        batch = self.acks.take()
+        free = self.free()
+        combined = self._ack_and_admit
+        if batch and combined is not None and self._admitting(free):
+            done = self._combined(combined, batch, free)
+            if done is not None:
+                return done
+        if not self.acks.write(batch):
+            return False
+        free = self.free()
+        if self._admitting(free):
+            self._admit(free)
+        return True
+
+    def _combined(self, ack_and_admit: AckAndAdmit, batch: list[Queued], free: int
+                  ) -> bool | None:
+        """Ack the batch and admit in one transaction: True when done, False when the
+        store was unavailable, None when the caller should do both separately."""
+        self._token = self.probe() if self.probe is not None else None
+        started = time.monotonic()
+        try:
+            lost, claims = ack_and_admit(self.acks.requests(batch), self.worker_id,
+                                         self.queues, free, self.lease_ms, self.quantum)
+        except StoreUnavailable as exc:
+            self.acks.refused(batch, exc)
+            return False
+        except Exception as exc:  # noqa: BLE001 - e.g. an invalid outcome rolled it all back
+            log.warning("combined ack and admit failed (%s); doing them separately", exc)
+            return None
+        self.acks.settle(batch, lost)
+        self._polled(claims, free, started)
+        return True
+
+    def _admit(self, free: int) -> None:
+        self._token = self.probe() if self.probe is not None else None
+        started = time.monotonic()
+        try:
+            claims = self.store.admit(self.worker_id, self.queues, free, self.lease_ms,
+                                      self.quantum)
+        except StoreUnavailable as exc:
+            log.warning("admit failed, backing off: %s", exc)
+            self._delay = self._errors.next_ms() / 1000
+            return
+        except Exception:  # noqa: BLE001 - never let the loop die
+            log.exception("admit failed unexpectedly, backing off")
+            self._delay = self._errors.next_ms() / 1000
+            return
+        self._polled(claims, free, started)
+
+    def _polled(self, claims: list[Claim], free: int, started: float) -> None:
+        """Hand the claims to the pool and decide how long to wait before the next poll."""
+        self._errors.reset()
+        self._last_poll = time.monotonic()
+        self.polls += 1
+        if claims:
+            self.pool.submit(claims, started + self.lease_ms / 1000)
+            self._last_work = self._last_poll
+            self._backoff.reset()
+            self._hint_gap = 0.0
+            self._saturated = len(claims) >= free
+            if not self._saturated:
+                self._delay = self._backoff.next_ms() / 1000
+        else:
+            self.empty_polls += 1
+            self._saturated = False
+            self._delay = self._backoff.next_ms() / 1000
+            if self._by_hint:
+                self._hint_gap = min(self.hint_ceiling_s, max(self._hint_gap * 2, 0.001))
 
     def _wait(self, delay: float | None, saturated: bool, probe: Probe | None,
               probe_s: float, token: object, last_poll: float, hint_gap: float) -> bool:

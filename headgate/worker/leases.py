@@ -20,7 +20,16 @@ from collections.abc import Callable
 from headgate.core import Outcome, StoreUnavailable
 from headgate.store.port import Store
 
-from .attempts import DEADLINE, LEASE_EXPIRED, NOT_OURS, RELEASED, TIMED_OUT, Attempt, Inflight
+from .attempts import (
+    DEADLINE,
+    LEASE_EXPIRED,
+    NOT_OURS,
+    RELEASED,
+    TIMED_OUT,
+    Attempt,
+    Inflight,
+    lock_order,
+)
 from .execution import Decision
 
 log = logging.getLogger("headgate.worker")
@@ -29,7 +38,7 @@ log = logging.getLogger("headgate.worker")
 class LeaseKeeper:
     def __init__(self, store: Store, inflight: Inflight, *, lease_ms: int,
                  timeout_grace_ms: int, halted: threading.Event,
-                 record: Callable[[Attempt, Decision], None]) -> None:
+                 record: Callable[[Attempt, Decision], object]) -> None:
         self.store = store
         self.inflight = inflight
         self.lease_ms = lease_ms
@@ -50,7 +59,8 @@ class LeaseKeeper:
             if now >= next_renew:
                 ok = self._renew()
                 next_renew = now + (interval if ok else min(interval, 0.5))
-            # Nothing in flight: nothing to time out or renew until a dispatch wakes us.
+            # Nothing in flight: nothing to time out, so sleep longer; an attempt with a
+            # time limit wakes us when it starts, renewals keep their own schedule.
             tick = 0.05 if self.inflight.all() else 1.0
             wait = min(tick, max(0.0, next_renew - time.monotonic()))
             self._wake.wait(wait)
@@ -90,7 +100,8 @@ class LeaseKeeper:
                                  daemon=True).start()
 
     def _renew(self) -> bool:
-        live = [a for a in self.inflight.all() if not a.finished and not a.gate.closed]
+        live = sorted((a for a in self.inflight.all() if not a.finished and not a.gate.closed),
+                      key=lock_order)
         if not live:
             return True
         started = time.monotonic()
@@ -113,7 +124,7 @@ class LeaseKeeper:
         """Hand unfinished attempts back to the store without charging them; returns
         how many were released (0 when the store refused)."""
         mine = []
-        for attempt in attempts:
+        for attempt in sorted(attempts, key=lock_order):
             # Settle first: if the handler just finished, its ack wins and we leave it.
             if already_settled or attempt.settle():
                 attempt.gate.close(RELEASED)

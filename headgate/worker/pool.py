@@ -12,6 +12,7 @@ job never costs a child process.
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import time
@@ -94,17 +95,23 @@ class Pool:
             attempt = self._work.get()
             if attempt is None:
                 return
+            queued = False
             try:
                 try:
                     decision = self._run(attempt)
                 except BaseException as exc:  # noqa: BLE001 - e.g. SystemExit in a handler
                     decision = from_exception(exc, attempt.job)
-                self.acks.finish(attempt, decision)
+                # Free the slot before queueing the ack: the dispatcher turn that writes
+                # the ack can then fill the slot in the same transaction.
+                self.inflight.thread_free(attempt)
+                queued = self.acks.finish(attempt, decision)
             except Exception:  # noqa: BLE001 - keep the pool thread alive
                 log.exception("job %s: unexpected failure finishing the attempt", attempt.job.id)
             finally:
-                self.inflight.thread_free(attempt)
-                self.on_slot()
+                if not attempt.thread_done:
+                    self.inflight.thread_free(attempt)
+            if not queued:
+                self.on_slot()  # no ack will wake the dispatcher for this slot
 
     def _run(self, attempt: Attempt) -> Decision:
         job, spec = attempt.job, attempt.spec
@@ -125,20 +132,22 @@ class Pool:
             return Decision(Outcome.UNDECODABLE, exc.error_text())
         except Exception as exc:  # noqa: BLE001 - any decode failure is permanent
             return Decision(Outcome.UNDECODABLE, f"decode failed: {error_text(exc)}")
-        capture = LogCapture(self.max_log_lines, forward_to=job_log)
-        attempt.capture = capture
-        logger = job_logger(job, capture, self.job_log_level)
         timeout_ms = spec.timeout_ms or self.timeout_ms
         now = time.monotonic()
         if timeout_ms is not None:
             attempt.timeout_ms = timeout_ms
             attempt.timeout_at = now + timeout_ms / 1000
         ends = [t for t in (attempt.timeout_at, attempt.deadline_at) if t is not None]
-        ctx = JobContext(self.store, attempt.claim, payload, attempt.gate, logger,
-                         self.worker_id, min(ends) if ends else None)
-        attempt.ctx = ctx
-        self.on_time_limit()
+        deadline = min(ends) if ends else None
+        if ends:
+            self.on_time_limit()  # the lease keeper may be asleep for up to a second
         if spec.runs_isolated(self.isolated):
+            # The child's log lines arrive through the capture.
+            capture = self._capture(attempt)
+            ctx = JobContext(self.store, attempt.claim, payload, attempt.gate,
+                             job_logger(job, capture, self.job_log_level), self.worker_id,
+                             deadline)
+            attempt.ctx = ctx
             attempt.isolated = True
 
             def on_process(process: Any) -> None:
@@ -148,6 +157,9 @@ class Pool:
                 isolation.handler_ref(spec.fn), ctx, capture, self.kill_grace_ms / 1000,
                 self.preload, on_process, self.job_log_level,
             )
+        ctx = JobContext(self.store, attempt.claim, payload, attempt.gate,
+                         functools.partial(self._logger, attempt), self.worker_id, deadline)
+        attempt.ctx = ctx
         try:
             value = spec.fn(job, ctx)
         except JobOutcome as outcome:
@@ -155,6 +167,15 @@ class Pool:
         except Exception as exc:  # noqa: BLE001 - any other exception is a retry
             return from_exception(exc, job)
         return from_value(value, job, ctx.result, ctx.result_schema_version)
+
+    def _capture(self, attempt: Attempt) -> LogCapture:
+        capture = LogCapture(self.max_log_lines, forward_to=job_log)
+        attempt.capture = capture
+        return capture
+
+    def _logger(self, attempt: Attempt) -> logging.Logger:
+        """Built on the handler's first use of ``ctx.logger``."""
+        return job_logger(attempt.job, self._capture(attempt), self.job_log_level)
 
 
 def deadline_wall_ms(job: Job, deadline_ms: int | None) -> int | None:
