@@ -22,7 +22,15 @@ import sqlite3
 import time
 from pathlib import Path
 
-from faultkit import FAULTS_DIR, Fleet, child_env, enqueue_fx, record, wait_for
+from faultkit import (
+    FAULTS_DIR,
+    Fleet,
+    child_env,
+    enqueue_fx,
+    fleet_fixture,  # noqa: F401 - the `fleet` fixture
+    record,
+    wait_for,
+)
 
 from headgate import Outcome, State, Store
 

@@ -26,6 +26,7 @@ from faultkit import (
     audit,
     ends,
     enqueue_fx,
+    fleet_fixture,  # noqa: F401 - the `fleet` fixture
     http,
     pg_cluster_available,
     pg_start,

@@ -7,7 +7,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from faultkit import Fleet, backend_of, record, wait_for
+from faultkit import (
+    Fleet,
+    backend_of,
+    fleet_fixture,  # noqa: F401 - the `fleet` fixture
+    record,
+    wait_for,
+)
 
 import headgate
 from headgate import State, Store

@@ -28,6 +28,7 @@ from faultkit import (
     audit,
     backend_of,
     effects_size,
+    fleet_fixture,  # noqa: F401 - the `fleet` fixture
     iter_effects,
     record,
     unfinished,

@@ -13,6 +13,7 @@ from faultkit import (
     backend_of,
     ends,
     enqueue_fx,
+    fleet_fixture,  # noqa: F401 - the `fleet` fixture
     jobs_in,
     read_effects,
     record,
