@@ -76,11 +76,11 @@ class Attempt:
 def lock_order(attempt: Attempt) -> tuple[str, int]:
     """The order in which this process hands job rows to the store.
 
-    Acks (dispatcher), renewals (lease keeper) and releases run in different threads,
-    and the store locks the rows in the order it is given (PostgreSQL row locks); acks
-    queue in the order handlers finish, renewals would go in dispatch order. Sorting
-    every such batch the same way makes two of our own transactions wait for each other
-    instead of deadlocking.
+    Acks (dispatcher), renewals (lease keeper) and releases run in different threads;
+    acks queue in the order handlers finish, renewals would go in dispatch order. A
+    store that locks rows in the order given (PostgreSQL row locks) would let two of our
+    own transactions deadlock. The SQL adapter sorts them itself, but the port does not
+    promise it, so every batch leaves here in one order.
     """
     return attempt.key
 
