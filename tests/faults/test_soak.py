@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -129,7 +130,11 @@ def test_soak_random_outcomes_with_random_worker_kills(
         time.sleep(0.1)
     drained_s = time.monotonic() - started
     for proc in slots:
-        assert proc.term() == 0, proc.tail()
+        started_up = " starting: " in proc.log()
+        code = proc.term()
+        # A worker restarted a moment ago may not have installed its SIGTERM handler
+        # yet; it holds nothing, so dying by the signal is fine. Once up: exit 0.
+        assert code == 0 or (code == -signal.SIGTERM and not started_up), proc.tail()
 
     report = audit(store, list(plan), tmp_path)
     assert report.problems == [], (seed, report.problems[:20])
