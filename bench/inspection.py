@@ -19,8 +19,8 @@ on the PostgreSQL server; `--rebuild` forces a new one) holds:
   pending; retention 7 days so nothing expires under the benchmark;
 - then, in one bulk UPDATE per state (the schema's own triggers keep every maintained
   counter in step, exactly as for the store's writes), the terminal history a busy
-  queue accumulates: ~60 % completed (attempted/finalized over the last 12 h, a worker
-  id), ~5 % archived (an error entry in `errors`), ~3 % retryable; ~21 % stay available;
+  queue accumulates: ~54 % completed (attempted/finalized over the last 12 h, a worker
+  id), 5 % archived (an error entry in `errors`), 2 % retryable; ~28 % stay available;
 - 8 worker registry rows (heartbeats refreshed at every run, so /workers and /cluster
   show a fleet). PostgreSQL gets `VACUUM ANALYZE` after the build, as autovacuum would;
   SQLite gets nothing headgate itself does not do.
@@ -40,10 +40,11 @@ import platform
 import random
 import sqlite3
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import requests
@@ -52,9 +53,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import headgate  # noqa: E402
-from bench import api as api_bench  # noqa: E402  (server start/stop, latency sampling)
-from headgate import Envelope  # noqa: E402
+if TYPE_CHECKING:
+    from headgate import Envelope
+
+# headgate (and bench/api.py, which imports it) is imported only after main() has chosen
+# which headgate to measure: a snapshot of one commit (--ref, default HEAD) or the
+# working tree as it is (--ref worktree).
 
 BUILD_VERSION = 1  # bump when the data set changes, so caches are rebuilt
 CACHE_DIR = Path(os.environ.get("HG_INSPECT_CACHE", "/tmp/hg-inspect-cache"))
@@ -94,6 +98,8 @@ def _queue_of(i: int) -> tuple[str, tuple[str, ...], str]:
 
 
 def envelopes(start: int, n: int, now_ms: int, rng: random.Random) -> list[Envelope]:
+    from headgate import Envelope
+
     out = []
     for i in range(start, start + n):
         queue, kinds, rate = _queue_of(i)
@@ -154,6 +160,7 @@ def heartbeat_fleet(store: Any) -> None:
 
 def build(url: str, jobs: int, dialect: str, raw: Any) -> dict[str, Any]:
     """Fill the empty store at `url`; `raw()` opens a plain DB-API connection to it."""
+    import headgate
     from headgate.dashboard import demo
 
     t0 = time.perf_counter()
@@ -290,13 +297,14 @@ class PgTarget:
 
 
 class _PgCompat:
-    """`conn.execute(sql)` with SQLite's `?`-free SQL on psycopg (no parameters used)."""
+    """`conn.execute(sql)` on psycopg for the builder's parameterless SQL (so `%` in a
+    LIKE pattern stays literal)."""
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
 
     def execute(self, sql: str) -> Any:
-        return self.conn.execute(sql.replace("%", "%%"))
+        return self.conn.execute(sql)
 
     def commit(self) -> None:
         self.conn.commit()
@@ -376,6 +384,30 @@ def agg(values: list[float]) -> dict[str, Any]:
             "max": round(max(values), 2)}
 
 
+def use_snapshot(ref: str) -> str:
+    """Import headgate from `git archive <ref>` (cached under /tmp) in this process and in
+    the servers it starts; returns what is measured (a commit, or `describe --dirty`)."""
+    git = ["git", "-C", str(ROOT)]
+    if ref == "worktree":
+        done = subprocess.run([*git, "describe", "--always", "--dirty"], capture_output=True,
+                              text=True, check=False)
+        return done.stdout.strip() or "worktree"
+    sha = subprocess.run([*git, "rev-parse", "--short", ref], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    src = Path(f"/tmp/hg-inspect-src/{sha}")
+    if not (src / ".hg-commit").exists():
+        src.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run([*git, "archive", sha, "headgate", "db"], capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+        (src / ".hg-commit").write_text(sha + "\n")
+    sys.path.insert(0, str(src))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(src), str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
+                                 else []))
+    return sha
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--store", choices=("sqlite", "pg"), default="sqlite")
@@ -392,7 +424,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--build-only", action="store_true")
     ap.add_argument("--only", default=None, help="comma-separated substrings of endpoint names")
     ap.add_argument("--markdown", action="store_true", help="also print a markdown table")
+    ap.add_argument("--ref", default="HEAD",
+                    help="headgate commit to measure (git archive snapshot), or 'worktree'")
     args = ap.parse_args(argv)
+    measured = use_snapshot(args.ref)
+    import headgate
+    from bench import api as api_bench  # server start/stop and latency sampling
 
     target: SqliteTarget | PgTarget
     if args.store == "sqlite":
@@ -419,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     info = {"store": args.store, "jobs_in_db": sum(counts.values()), "counts": counts,
+            "commit": measured, "headgate_from": os.path.dirname(headgate.__file__),
             "python": platform.python_version(), "cpus": os.cpu_count(),
             **target.describe()}
     log(json.dumps(info))
