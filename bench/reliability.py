@@ -6,8 +6,8 @@ runs `scripts/test.sh tests/faults` (which starts a throw-away PostgreSQL cluste
 both backends run) with `HG_RELIABILITY_OUT` pointing at a JSON-lines file that each
 scenario appends its figures to, then prints the table (and, with `--write`, replaces
 the table between the `figures` markers of that document). `--soak-n N` sets the soak
-size on both backends (default: the CI sizes, 20,000 on SQLite and 5,000 on
-PostgreSQL); `--from FILE` renders an existing JSON-lines file without running.
+size on both backends (default: the CI size, 20,000); `--from FILE` renders an
+existing JSON-lines file without running.
 The exit code is the test run's, so figures from a failing run are never mistaken
 for a pass.
 """
@@ -72,8 +72,9 @@ def load(path: Path) -> list[dict[str, Any]]:
 
 def cell(row: dict[str, Any], key: str) -> str:
     if key == "notes":
+        # Counts of nothing are left out; a measured 0.0 s is a figure.
         notes = [fmt.format(row[k]) for k, fmt in NOTE_KEYS.items()
-                 if row.get(k) not in (None, 0)]
+                 if row.get(k) is not None and not (row[k] == 0 and isinstance(row[k], int))]
         if "terminal" in row and row["scenario"].startswith("soak"):
             notes.append(", ".join(f"{n} {s}" for s, n in sorted(row["terminal"].items())))
         return "; ".join(notes)
