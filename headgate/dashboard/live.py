@@ -285,7 +285,8 @@ def render_topic(topic: str, data: Any, query: JobQuery | None = None) -> str:
     kind, key = parts
     query = query or JobQuery()
     return flask.render_template("dashboard/_live.html", kind=kind, key=key, data=data,
-                                 topic=topic, query=query, query_params=query.params)
+                                 topic=topic, query=query,
+                                 jobs_url=query.links(flask.url_for("dashboard.jobs")))
 
 
 def parse_watch(message: str) -> tuple[set[str], JobQuery] | None:

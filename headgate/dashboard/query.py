@@ -9,8 +9,10 @@ for word, so the console says what the API would.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from headgate.core import JobFilter
 
@@ -18,6 +20,9 @@ FIELDS: tuple[str, ...] = (
     "id", "queue", "state", "kind", "partition", "rate_class", "fingerprint", "tag",
     "tag_any", "priority",
 )
+# The characters url_for leaves unescaped in query values (werkzeug's set), so links
+# built by `JobQuery.links` are the very URLs url_for builds.
+URL_SAFE = "!$'()*,/:;?@"
 # What POST /api/v1/jobs/bulk can select by; a filter using anything else cannot be
 # turned into a bulk operation without widening it, so the console refuses.
 BULK_FIELDS: frozenset[str] = frozenset({"queue", "state", "kind", "partition_key"})
@@ -100,6 +105,17 @@ class JobQuery:
                 "cursor": self.cursor, "job": self.job}
         base.update(override)
         return {k: v for k, v in base.items() if v}
+
+    def links(self, base: str) -> Callable[..., str]:
+        """`link(**override)`: the Jobs page URL (at `base`) with this page's filters.
+        A page holds a hundred such links (two per job row); a route lookup for each
+        was a fifth of the page's time."""
+
+        def link(**override: str) -> str:
+            params = self.params(**override)
+            return f"{base}?{urlencode(params, safe=URL_SAFE)}" if params else base
+
+        return link
 
     def bulk_selector(self) -> tuple[dict[str, Any] | None, str]:
         """The bulk selector for the current filter, or (None, why not)."""

@@ -124,7 +124,7 @@ def _template_context() -> dict[str, Any]:
         # Defaults for fragments rendered outside the Jobs page (the live socket passes
         # the page's own query).
         "query": _DEFAULT_QUERY,
-        "query_params": _DEFAULT_QUERY.params,
+        "jobs_url": _DEFAULT_QUERY.links(flask.url_for("dashboard.jobs")),
     }
 
 
@@ -260,7 +260,7 @@ def jobs() -> tuple[str, int]:
     missing = bool(query.job) and sheet is None
     status = 404 if missing and not flask.request.headers.get("HX-Request") else 200
     return render("jobs.html", page="jobs", title="Jobs", query=query, jobs=page.jobs,
-                  query_params=query.params,
+                  jobs_url=query.links(flask.url_for("dashboard.jobs")),
                   next_cursor=page.next_cursor, error=error, counts=counts,
                   queue_names=queue_names, sheet=sheet, selector=selector,
                   bulk_why=bulk_why), status

@@ -147,15 +147,23 @@ def _rates(conn: Connection, now: int) -> dict[str, dict[str, float]]:
     return rates
 
 
+# One statement for every queue (a round trip per queue on PostgreSQL added up on every
+# page that lists queues); each oldest age is one probe of jobs_available_age.
+QUEUES_WITH_OLDEST = (
+    "SELECT q.name, q.weight, q.paused, q.max_unfinished_jobs, "
+    "(SELECT min(j.enqueued_at_ms) FROM jobs AS j "
+    "WHERE j.queue = q.name AND j.state = 'available') "
+    "FROM queues AS q ORDER BY q.name"
+)
+
+
 def queue_stats(conn: Connection, now: int) -> list[dict[str, Any]]:
     by_queue: dict[str, dict[str, int]] = defaultdict(dict)
     for queue, state, n in conn.execute("SELECT queue, state, n FROM queue_counts"):
         by_queue[queue][state] = n
     rates = _rates(conn, now)
     out = []
-    for name, weight, paused, limit in conn.execute(
-        "SELECT name, weight, paused, max_unfinished_jobs FROM queues ORDER BY name"
-    ):
+    for name, weight, paused, limit, oldest in conn.execute(QUEUES_WITH_OLDEST).fetchall():
         states = {s.value: by_queue[name].get(s.value, 0) for s in STORED_STATES}
         unfinished = sum(states[s.value] for s in UNFINISHED)
         arrival = round(rates[name]["arrived"], 3)
@@ -167,10 +175,6 @@ def queue_stats(conn: Connection, now: int) -> list[dict[str, Any]]:
             ttd = int(backlog / (drain - arrival) * 1000)
         else:
             ttd = None
-        oldest = conn.execute(
-            "SELECT min(enqueued_at_ms) FROM jobs WHERE queue = ? AND state = 'available'",
-            (name,),
-        ).fetchone()[0]
         out.append({
             "queue": name,
             "weight": weight,
