@@ -11,7 +11,6 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from headgate.core import TERMINAL, Explanation, Job, State
@@ -94,7 +93,8 @@ def clock(at_ms: int | None) -> str:
     """Absolute UTC time (the tooltip and the timeline use it; ages are relative)."""
     if not at_ms:
         return "—"
-    return datetime.fromtimestamp(at_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    # gmtime, not datetime: a job row shows one, and this is three times cheaper.
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at_ms // 1000))
 
 
 def number(n: int | float | None) -> str:
