@@ -25,7 +25,17 @@ from .rows import JOB_COLUMNS_WITH_PAYLOAD, append_error, bump_history, error_en
 SCAN_BATCH_EXTRA = 16
 MAX_SCAN_PER_PARTITION = 1000
 
-SELECT_QUEUES = "SELECT name, weight, paused, rr_cursor FROM queues WHERE name IN ({marks})"
+# The caller's queue rows with what else admit must know before scanning, in one read:
+# whether the queue has ceilings, whether anything is quarantined, whether any of the
+# queues has due scheduled/retryable jobs (an index peek each).
+SELECT_QUEUES = """
+SELECT name, weight, paused, rr_cursor,
+    EXISTS (SELECT 1 FROM concurrency_limits WHERE concurrency_limits.queue = queues.name),
+    EXISTS (SELECT 1 FROM quarantine),
+    EXISTS (SELECT 1 FROM jobs WHERE jobs.state IN ('scheduled', 'retryable')
+            AND jobs.scheduled_at_ms <= ? AND jobs.queue IN ({marks}))
+FROM queues WHERE name IN ({marks})
+"""
 SELECT_PARTITIONS = """
 SELECT partition_key, deficit, running FROM partitions
 WHERE queue = ? AND waiting > 0 ORDER BY partition_key
@@ -50,14 +60,12 @@ SELECT_LIMITS = """
 SELECT name, max_concurrent, on_saturated FROM concurrency_limits
 WHERE queue = ? ORDER BY max_concurrent, name
 """
-ANY_QUARANTINE = "SELECT EXISTS (SELECT 1 FROM quarantine)"
 SELECT_QUARANTINE = "SELECT crash_count FROM quarantine WHERE fingerprint = ?"
 CLAIM_JOBS = """
 UPDATE jobs SET state = 'running', fence = fence + 1, lease_id = ?, lease_expires_at_ms = ?,
     worker_id = ?, attempted_at_ms = ?, cancel_requested = 0
 WHERE id IN ({marks}) AND state = 'available'
-"""
-SELECT_CLAIMED = "SELECT " + JOB_COLUMNS_WITH_PAYLOAD + " FROM jobs WHERE id IN ({marks})"
+RETURNING """ + JOB_COLUMNS_WITH_PAYLOAD
 UPDATE_DEFICIT = "UPDATE partitions SET deficit = ? WHERE queue = ? AND partition_key = ?"
 UPDATE_RR_CURSOR = "UPDATE queues SET rr_cursor = ? WHERE name = ?"
 SELECT_OLDEST_RUNNING = """
@@ -172,14 +180,19 @@ def admit(
 ) -> list[Claim]:
     names = list(dict.fromkeys(queues))
     conn.dialect.lock_queues(conn, names)  # first: see lifecycle.lock_job_queues
-    promote_due(conn, now, 1000, names)
-    rows = conn.execute(SELECT_QUEUES.format(marks=",".join("?" * len(names))), names).fetchall()
+    marks = ",".join("?" * len(names))
+    rows = conn.execute(SELECT_QUEUES.format(marks=marks), (now, *names, *names)).fetchall()
+    # Promotion changes no queue, ceiling or quarantine row, so reading those first is
+    # the same as reading them after it.
+    if not rows or rows[0][6]:
+        promote_due(conn, now, 1000, names, probed=bool(rows))
     order = {name: i for i, name in enumerate(names)}
     active = sorted((r for r in rows if not r[2]), key=lambda r: order[r[0]])
     if not active or capacity == 0:
         return []
     gate = Gate(conn, now, worker_id)
-    gate.any_quarantine = bool(conn.execute(ANY_QUARANTINE).fetchone()[0])
+    gate.any_quarantine = bool(rows[0][5])
+    gate.limits = {r[0]: [] for r in rows if not r[4]}
     lease_id = uuid.uuid4().hex
     expires = now + lease_ms
 
@@ -200,9 +213,8 @@ def admit(
     jobs = {}
     for i in range(0, len(gate.claimed), 500):
         chunk = gate.claimed[i : i + 500]
-        marks = ",".join("?" * len(chunk))
-        conn.execute(CLAIM_JOBS.format(marks=marks), (lease_id, expires, worker_id, now, *chunk))
-        for r in conn.execute(SELECT_CLAIMED.format(marks=marks), chunk):
+        sql = CLAIM_JOBS.format(marks=",".join("?" * len(chunk)))
+        for r in conn.execute(sql, (lease_id, expires, worker_id, now, *chunk)).fetchall():
             job = row_to_job(r)
             # A row an operator changed meanwhile was not claimed: trust the lease id.
             if job.lease_id == lease_id:
@@ -217,7 +229,7 @@ def _write_back(gate: Gate, queue_rows: list[tuple]) -> None:
     for (queue, key), deficit in sorted(gate.deficits.items()):
         if gate.loaded_deficits.get((queue, key)) != deficit:
             conn.execute(UPDATE_DEFICIT, (deficit, queue, key))
-    for name, _, _, cursor in queue_rows:
+    for name, _, _, cursor, *_ in queue_rows:
         if name in gate.cursors and gate.cursors[name] != cursor:
             conn.execute(UPDATE_RR_CURSOR, (gate.cursors[name], name))
     for name, bucket in sorted(gate.rates.items()):

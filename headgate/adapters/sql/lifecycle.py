@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from headgate.core import Claim, GuardContext, LeaseLost, Outcome, State, retry_delay_ms, transition
+from headgate.core import (
+    AckRequest,
+    Claim,
+    GuardContext,
+    LeaseLost,
+    Outcome,
+    State,
+    retry_delay_ms,
+    transition,
+)
 from headgate.core.envelope import MAX_PAYLOAD
 from headgate.core.errors import InvalidInput
 from headgate.core.transitions import DEFAULT_CRASH_LIMIT
@@ -21,7 +30,12 @@ SELECT state, lease_id, fence, attempt, max_attempts, crash_attempt, retention_m
        rate_class, errors, worker_id
 FROM jobs WHERE id = ?{for_update}
 """
-DELETE_JOB = "DELETE FROM jobs WHERE id = ?"
+SELECT_FOR_ACKS = """
+SELECT id, state, lease_id, fence, attempt, max_attempts, crash_attempt, retention_ms, queue,
+       rate_class, errors, worker_id
+FROM jobs WHERE id IN ({marks}) ORDER BY id{for_update}
+"""
+DELETE_JOBS = "DELETE FROM jobs WHERE id IN ({marks})"
 RENEW = """
 UPDATE jobs SET lease_expires_at_ms = ?
 WHERE id = ? AND lease_id = ? AND fence = ? AND state = 'running'
@@ -97,14 +111,83 @@ def ack(
     """Apply `outcome` to a claimed job; returns the queue for activity signalling.
     With `history`, the queue-history counts are added there for the caller to write
     once per transaction instead of once per job."""
+    outcome = _checked_outcome(outcome, delay_ms, result)
+    row = _lost_unless(_locked_job(conn, claim.job.id), claim)
+    sets, queue, delta = _plan_ack(conn, now, row, outcome, error, delay_ms, result,
+                                   result_schema_version, logs)
+    _apply_planned(conn, [claim.job.id], sets)
+    if history is None:
+        bump_history(conn, now, {queue: delta})
+    else:
+        _add_counts(history, queue, delta)
+    return queue
+
+
+def ack_many(
+    conn: Connection, now: int, acks: Sequence[AckRequest],
+    history: dict[str, dict[str, int]],
+) -> tuple[list[str], set[str]]:
+    """Apply many acks with one read and one write per distinct change.
+
+    The rows are read (and on PostgreSQL locked) together in id order; every ack is
+    still checked against its own row's state, lease id and fence, so a lost lease is
+    reported exactly. Acks whose planned change is identical — the steady state: many
+    plain successes — share one UPDATE. Returns (lost job ids, queues to wake)."""
+    ordered = sorted(acks, key=lambda a: a.claim.job.id)
+    outcomes = [_checked_outcome(a.outcome, a.delay_ms, a.result) for a in ordered]
+    rows = _locked_jobs(conn, sorted({a.claim.job.id for a in ordered}))
+    lost: list[str] = []
+    wake: set[str] = set()
+    groups: dict[tuple | None, list[str]] = {}
+    for a, outcome in zip(ordered, outcomes, strict=True):
+        job_id = a.claim.job.id
+        try:
+            # pop: a second ack of the same job in the batch finds it already acked.
+            row = _lost_unless(rows.pop(job_id, None), a.claim)
+        except LeaseLost:
+            lost.append(job_id)
+            continue
+        sets, queue, delta = _plan_ack(conn, now, row, outcome, a.error, a.delay_ms,
+                                       a.result, a.result_schema_version, a.logs)
+        key = None if sets is None else tuple(sets.items())
+        groups.setdefault(key, []).append(job_id)
+        _add_counts(history, queue, delta)
+        if outcome in (Outcome.RATE_LIMITED, Outcome.SNOOZE):
+            wake.add(queue)
+    for key, ids in groups.items():
+        _apply_planned(conn, ids, None if key is None else dict(key))
+    return lost, wake
+
+
+def _checked_outcome(outcome: Outcome | str, delay_ms: int | None,
+                     result: bytes | None) -> Outcome:
     outcome = Outcome(outcome)
     if delay_ms is not None and (isinstance(delay_ms, bool) or not isinstance(delay_ms, int)
                                  or delay_ms < 0):
         raise InvalidInput("delay_ms must be an integer >= 0")
     if result is not None and len(result) > MAX_PAYLOAD:
         raise InvalidInput(f"result must be at most {MAX_PAYLOAD} bytes")
-    job_id = claim.job.id
-    row = _lost_unless(_locked_job(conn, job_id), claim)
+    return outcome
+
+
+def _locked_jobs(conn: Connection, ids: list[str]) -> dict[str, tuple]:
+    found: dict[str, tuple] = {}
+    for i in range(0, len(ids), 500):
+        chunk = ids[i : i + 500]
+        sql = SELECT_FOR_ACKS.format(marks=",".join("?" * len(chunk)),
+                                     for_update=conn.dialect.for_update)  # type: ignore[attr-defined]
+        for row in conn.execute(sql, chunk):
+            found[row[0]] = tuple(row[1:])
+    return found
+
+
+def _plan_ack(
+    conn: Connection, now: int, row: tuple, outcome: Outcome, error: str | None,
+    delay_ms: int | None, result: bytes | None, result_schema_version: int,
+    logs: Sequence[str],
+) -> tuple[dict[str, object] | None, str, dict[str, int]]:
+    """The column changes for one ack (None: delete the row), its queue and its
+    history counts. Only a rate-limited ack with a delay writes here (its class)."""
     _, _, _, attempt, max_attempts, crash, retention, queue, rate_name, errors, worker = row
     rule = transition(State.RUNNING, outcome.value, GuardContext(
         attempt=attempt, max_attempts=max_attempts, crash_attempt=crash,
@@ -116,37 +199,44 @@ def ack(
             new_attempt if "attempt" in rule.effects else attempt, now, error, logs, worker,
             outcome.value,
         ))
-    sets: dict[str, object] = {
-        "state": rule.target.value, "attempt": new_attempt, "lease_id": None,
-        "lease_expires_at_ms": None, "errors": errors,
-    }
-    target = rule.target
-    if target is State.DELETED:
-        conn.execute(DELETE_JOB, (job_id,))
-    else:
-        if target is State.RETRYABLE:
-            wait = delay_ms if delay_ms is not None else retry_delay_ms(new_attempt)
-            sets["scheduled_at_ms"] = now + wait
-        elif target is State.SCHEDULED:
-            sets["scheduled_at_ms"] = now + (delay_ms or 0)
-        elif target is State.AVAILABLE and delay_ms and rate_name:
-            _drain_rate_class(conn, now, rate_name, delay_ms)
-        if target in (State.COMPLETED, State.ARCHIVED, State.UNDECODABLE):
-            sets["finalized_at_ms"] = now
-            sets["expires_at_ms"] = now + retention
-        if outcome is Outcome.SUCCESS and result is not None:
-            sets["result"] = bytes(result)
-            sets["result_schema_version"] = result_schema_version
-        _update(conn, job_id, sets)
     delta = {"completed": 1} if outcome is Outcome.SUCCESS else (
         {"failed": 1} if outcome in FAILED_OUTCOMES else {})
-    if history is None:
-        bump_history(conn, now, {queue: delta})
-    else:
-        counts = history.setdefault(queue, {})
-        for key, n in delta.items():
-            counts[key] = counts.get(key, 0) + n
-    return queue
+    target = rule.target
+    if target is State.DELETED:
+        return None, queue, delta
+    sets: dict[str, object] = {
+        "state": target.value, "attempt": new_attempt, "lease_id": None,
+        "lease_expires_at_ms": None, "errors": errors,
+    }
+    if target is State.RETRYABLE:
+        wait = delay_ms if delay_ms is not None else retry_delay_ms(new_attempt)
+        sets["scheduled_at_ms"] = now + wait
+    elif target is State.SCHEDULED:
+        sets["scheduled_at_ms"] = now + (delay_ms or 0)
+    elif target is State.AVAILABLE and delay_ms and rate_name:
+        _drain_rate_class(conn, now, rate_name, delay_ms)
+    if target in (State.COMPLETED, State.ARCHIVED, State.UNDECODABLE):
+        sets["finalized_at_ms"] = now
+        sets["expires_at_ms"] = now + retention
+    if outcome is Outcome.SUCCESS and result is not None:
+        sets["result"] = bytes(result)
+        sets["result_schema_version"] = result_schema_version
+    return sets, queue, delta
+
+
+def _apply_planned(conn: Connection, ids: list[str], sets: dict[str, object] | None) -> None:
+    marks = ",".join("?" * len(ids))
+    if sets is None:
+        conn.execute(DELETE_JOBS.format(marks=marks), ids)
+        return
+    assignments = ", ".join(f"{column} = ?" for column in sets)
+    conn.execute(f"UPDATE jobs SET {assignments} WHERE id IN ({marks})", (*sets.values(), *ids))
+
+
+def _add_counts(history: dict[str, dict[str, int]], queue: str, delta: dict[str, int]) -> None:
+    counts = history.setdefault(queue, {})
+    for key, n in delta.items():
+        counts[key] = counts.get(key, 0) + n
 
 
 def _drain_rate_class(conn: Connection, now: int, name: str, delay_ms: int) -> None:
@@ -269,14 +359,18 @@ def reclaim_expired(
 
 
 def promote_due(conn: Connection, now: int, limit: int,
-                queues: Sequence[str] | None = None) -> tuple[int, set[str]]:
+                queues: Sequence[str] | None = None, *,
+                probed: bool = False) -> tuple[int, set[str]]:
     """Due scheduled/retryable jobs → available: of `queues` only (admit, which holds
-    their locks already), or of any queue (the promoter duty, which locks them first)."""
+    their locks already), or of any queue (the promoter duty, which locks them first).
+    `probed`: the caller already saw due jobs in the same transaction."""
     names = list(queues) if queues is not None else []
     in_queues = f" AND queue IN ({','.join('?' * len(names))})" if names else ""
     # The probe is an index peek; the UPDATE costs far more even when it matches nothing,
     # and admit runs this on every call.
-    if conn.execute(PROBE_DUE.format(in_queues=in_queues), (now, *names)).fetchone() is None:
+    if not probed and conn.execute(
+        PROBE_DUE.format(in_queues=in_queues), (now, *names)
+    ).fetchone() is None:
         return 0, set()
     if queues is None:
         lock_job_queues(conn, DUE_QUEUES, (now, limit))

@@ -17,7 +17,6 @@ from headgate.core import (
     Job,
     JobFilter,
     JobPage,
-    LeaseLost,
     Outcome,
 )
 from headgate.core.envelope import check_int, check_text
@@ -110,20 +109,10 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
 
     @staticmethod
     def _apply_acks(conn: Any, now: int, acks: Sequence[AckRequest]) -> tuple[list[str], set[str]]:
-        lost: list[str] = []
-        wake: set[str] = set()
         history: dict[str, dict[str, int]] = {}
         # Queue locks first, then rows in id order (see lifecycle.lock_job_queues).
         conn.dialect.lock_queues(conn, sorted({a.claim.job.queue for a in acks}))
-        for a in sorted(acks, key=lambda a: a.claim.job.id):
-            try:
-                queue = lifecycle.ack(conn, now, a.claim, a.outcome, a.error, a.delay_ms,
-                                      a.result, a.result_schema_version, a.logs, history)
-            except LeaseLost:
-                lost.append(a.claim.job.id)
-                continue
-            if Outcome(a.outcome) in (Outcome.RATE_LIMITED, Outcome.SNOOZE):
-                wake.add(queue)
+        lost, wake = lifecycle.ack_many(conn, now, acks, history) if acks else ([], set())
         bump_history(conn, now, history)
         return lost, wake
 
