@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 import psycopg_pool
+from psycopg.pq import TransactionStatus
 
 from headgate.adapters.dialect import POSTGRES
 from headgate.core import InvalidInput, StoreUnavailable
@@ -122,6 +123,22 @@ class PgDatabase:
             yield PgConnection(raw)
 
     read = transaction
+
+    @contextmanager
+    def autocommit(self) -> Iterator[PgConnection]:
+        """One statement that is its own transaction: no BEGIN and no COMMIT round trip,
+        so a server-side function call costs one round trip in all. The pool's
+        connections are transactional: the setting goes back before the connection
+        is returned, or the connection is closed so the pool replaces it."""
+        with self._raw() as raw:
+            raw.autocommit = True
+            try:
+                yield PgConnection(raw)
+            finally:
+                if not raw.closed and raw.info.transaction_status == TransactionStatus.IDLE:
+                    raw.autocommit = False
+                else:
+                    raw.close()
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self.read() as conn:

@@ -13,13 +13,14 @@ from headgate.adapters.sql.store import SqlStore
 from headgate.core import Envelope
 from headgate.store.activity import ActivityHub
 
+from .admission import ServerAdmission
 from .connection import CLOCK, PgConnection, PgDatabase, unavailable
 from .notify import CHANNEL, Listener, Notifier, encode, new_origin
 
 log = logging.getLogger("headgate.postgres")
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(ServerAdmission, SqlStore):
     backend = "postgres"
 
     def __init__(self, url: str, *, migrate: bool = True, notify: bool = True,

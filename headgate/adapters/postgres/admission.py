@@ -1,0 +1,149 @@
+"""PostgreSQL's admission gate: one call of the server-side function headgate_admit()
+(db/postgres/0005_server_admission.sql), with a worker's plain successful acks in the
+same statement.
+
+Why a function: evaluated from Python, an admit is ~10 statements and an ack+admit
+~15–20, each a network round trip while the queues' admission locks are held; py-spy
+put about half of a draining worker's time in psycopg waiting. The function is the same
+decision as headgate/adapters/sql/admission.py (which SQLite keeps): PostgreSQL's
+admission lives in the SQL file, SQLite's in that module, and a change to the policy
+must be made in both. explain_admission stays the shared Python.
+
+Acks the function applies itself are plain successes (no error, no logs, no delay); any
+other outcome in a batch sends the whole batch through the shared lifecycle first, in
+the same transaction, and the function then only admits.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from headgate.adapters.sql.admission import validate_admit_args
+from headgate.adapters.sql.rows import row_to_job
+from headgate.core import AckRequest, Claim, Outcome
+from headgate.core.envelope import MAX_PAYLOAD
+
+from .connection import PgConnection, PgDatabase
+
+ADMIT = """
+SELECT * FROM headgate_admit(?, ?::text[], ?::bigint, ?::bigint, ?::bigint, ?, ?::bigint,
+    ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bytea[], ?::integer[])
+"""
+# Before acks that the shared lifecycle applies ahead of the function: see the same lock
+# in headgate_admit() (claims after acks, in the order an enqueue takes the rows).
+LOCK_COUNTERS = """
+SELECT 1 FROM queue_counts WHERE queue = ANY(?::text[]) AND state = 'available'
+ORDER BY queue, state FOR UPDATE
+"""
+ACK_MANY = """
+SELECT headgate_ack_many(?::text[], ?::text[], ?::text[], ?::bigint[], ?::bytea[],
+    ?::integer[])
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class PlainAcks:
+    """Plain successes as the function's parallel arrays."""
+
+    queues: list[str]
+    ids: list[str]
+    leases: list[str]
+    fences: list[int]
+    results: list[bytes | None]
+    versions: list[int]
+
+    def params(self) -> tuple:
+        return (self.queues, self.ids, self.leases, self.fences, self.results, self.versions)
+
+
+NO_ACKS = PlainAcks([], [], [], [], [], [])
+
+
+def plain_acks(acks: Sequence[AckRequest]) -> PlainAcks | None:
+    """The batch as the function's arrays, or None when any ack needs the shared
+    lifecycle: another outcome, an error or log lines to record, a delay or result to
+    validate, or a job acked twice."""
+    seen: set[str] = set()
+    for a in acks:
+        version = a.result_schema_version
+        if (a.outcome != Outcome.SUCCESS.value or a.error is not None or a.logs
+                or a.delay_ms is not None or a.claim.job.id in seen
+                or isinstance(version, bool) or not isinstance(version, int)
+                or (a.result is not None and (not isinstance(a.result, bytes | bytearray)
+                                              or len(a.result) > MAX_PAYLOAD))):
+            return None
+        seen.add(a.claim.job.id)
+    return PlainAcks(
+        queues=[a.claim.job.queue for a in acks],
+        ids=[a.claim.job.id for a in acks],
+        leases=[a.claim.lease_id for a in acks],
+        fences=[a.claim.fence for a in acks],
+        results=[None if a.result is None else bytes(a.result) for a in acks],
+        versions=[a.result_schema_version for a in acks],
+    )
+
+
+def admit(
+    conn: PgConnection, worker_id: str, queues: Sequence[str], capacity: int, lease_ms: int,
+    quantum: int | None, acks: PlainAcks = NO_ACKS, now: int | None = None,
+) -> tuple[list[str], list[Claim]]:
+    """Apply `acks` and admit, in one statement; returns (lost job ids, claims).
+    `now`: the store time of acks the caller already applied in this transaction."""
+    lease_id = uuid.uuid4().hex
+    rows = conn.execute(ADMIT, (
+        worker_id, list(queues), capacity, lease_ms, quantum, lease_id, now, *acks.params(),
+    )).fetchall()
+    lost = [r[0] for r in rows if r[0] is not None]
+    claims = []
+    for r in rows:
+        if r[0] is None:
+            job = row_to_job(r[1:])
+            claims.append(Claim(job, lease_id, job.fence, job.lease_expires_at_ms))  # type: ignore[arg-type]
+    return lost, claims
+
+
+def ack_many(conn: PgConnection, acks: PlainAcks) -> list[str]:
+    """Apply plain successes in one statement; returns the lost job ids."""
+    return list(conn.execute(ACK_MANY, acks.params()).fetchone()[0])
+
+
+class ServerAdmission:
+    """PostgresStore's admit, ack_many and ack_and_admit: one statement each when the
+    acks are plain successes (a draining worker's steady state)."""
+
+    db: PgDatabase
+
+    def admit(self, worker_id: str, queues: Sequence[str], capacity: int,
+              lease_ms: int = 30_000, quantum: int | None = None) -> list[Claim]:
+        validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
+        with self.db.autocommit() as conn:
+            return admit(conn, worker_id, queues, capacity, lease_ms, quantum)[1]
+
+    def ack_many(self, acks: Sequence[AckRequest]) -> list[str]:
+        plain = plain_acks(acks) if acks else None
+        if plain is None:
+            return super().ack_many(acks)  # type: ignore[misc]
+        with self.db.autocommit() as conn:
+            return ack_many(conn, plain)
+
+    def ack_and_admit(
+        self, acks: Sequence[AckRequest], worker_id: str, queues: Sequence[str],
+        capacity: int, lease_ms: int = 30_000, quantum: int | None = None,
+    ) -> tuple[list[str], list[Claim]]:
+        validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
+        plain = plain_acks(acks)
+        if plain is not None:
+            with self.db.autocommit() as conn:
+                return admit(conn, worker_id, queues, capacity, lease_ms, quantum, plain)
+        store: Any = self
+        with self.db.write() as (conn, now):
+            # The function's lock order: queues, then the counters claims will take.
+            conn.dialect.lock_queues(conn, sorted({a.claim.job.queue for a in acks} | set(queues)))
+            conn.execute(LOCK_COUNTERS, (list(dict.fromkeys(queues)),))
+            lost, wake = store._apply_acks(conn, now, acks)
+            claims = admit(conn, worker_id, queues, capacity, lease_ms, quantum, now=now)[1]
+        store._publish(wake)
+        return lost, claims

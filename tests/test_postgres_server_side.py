@@ -1,0 +1,244 @@
+"""PostgreSQL's server-side admission and acks (db/postgres/0005_server_admission.sql).
+
+The function must decide exactly what the shared Python admission (sql/admission.py,
+SQLite's) decides: a differential test replays the same random scenarios through both,
+each on its own fresh database, and compares every claim and every piece of persisted
+policy state. The rest covers what the store-level suites do not: lost leases and the
+other effects of plain successes applied inside the combined call.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from conftest import _pg_database, pg_available
+
+import headgate
+from headgate import Envelope, State, open_store
+from headgate.adapters.sql import admission as shared_admission
+from headgate.core import AckRequest, Claim
+
+pytestmark = pytest.mark.skipif(not pg_available(), reason="HG_TEST_PG not set")
+
+QUEUES = ("qa", "qb", "qc")
+STRATEGIES = ("queue", "discard", "cancel_incoming", "cancel_running")
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    yield from _pg_database()
+
+
+@pytest.fixture
+def twin_urls() -> Iterator[tuple[str, str]]:
+    for first in _pg_database():
+        for second in _pg_database():
+            yield first, second
+
+
+class Side:
+    """One database driven either through the function or through the shared Python."""
+
+    def __init__(self, url: str, server: bool) -> None:
+        self.url = url
+        self.server = server
+        self.store: Any = open_store(url, notify=False)
+        self.held: dict[bytes, Claim] = {}
+
+    def ack_and_admit(self, acks: list[bytes], worker: str, queues: list[str],
+                      capacity: int, quantum: int | None) -> tuple[list[bytes], list[bytes]]:
+        requests = [AckRequest(self.held[p], "success") for p in acks]
+        if self.server:
+            lost, claims = self.store.ack_and_admit(requests, worker, queues, capacity,
+                                                    30_000, quantum)
+        else:
+            with self.store.db.write() as (conn, now):
+                conn.dialect.lock_queues(
+                    conn, sorted({r.claim.job.queue for r in requests} | set(queues)))
+                lost, _ = self.store._apply_acks(conn, now, requests)
+                claims = shared_admission.admit(conn, now, worker, queues, capacity, 30_000,
+                                                quantum)
+        acked = {self.held.pop(p).job.id: p for p in acks}
+        for c in claims:
+            assert c.job.payload is not None
+            self.held[c.job.payload] = c
+        return sorted(acked[i] for i in lost), [c.job.payload for c in claims]  # type: ignore[misc]
+
+    def snapshot(self) -> dict[str, Any]:
+        with psycopg.connect(self.url) as conn:
+            jobs = conn.execute(
+                "SELECT payload, state, fence, attempt, cancel_requested, lease_id IS NULL, "
+                "errors::jsonb FROM jobs ORDER BY payload").fetchall()
+            jobs = [(*row[:6], [(e["error"], e["outcome"]) for e in row[6]]) for row in jobs]
+            return {
+                "jobs": jobs,
+                "partitions": conn.execute(
+                    "SELECT queue, partition_key, waiting, running, deficit FROM partitions "
+                    "ORDER BY 1, 2").fetchall(),
+                "queues": conn.execute(
+                    "SELECT name, rr_cursor FROM queues ORDER BY 1").fetchall(),
+                "rates": conn.execute(
+                    "SELECT name, round(tokens::numeric, 6) FROM rate_classes ORDER BY 1"
+                ).fetchall(),
+                "history": conn.execute(
+                    "SELECT queue, sum(completed), sum(rejected_rate_class), "
+                    "sum(rejected_concurrency_limit), sum(rejected_quarantine) "
+                    "FROM queue_history GROUP BY queue ORDER BY 1").fetchall(),
+                "counts": conn.execute(
+                    "SELECT queue, state, n FROM queue_counts WHERE n <> 0 ORDER BY 1, 2"
+                ).fetchall(),
+            }
+
+
+def _setup(side: Side, rng: random.Random, strategy: str) -> None:
+    store = side.store
+    for q in QUEUES:
+        store.set_queue_weight(q, rng.randint(1, 3))
+    # Windows so long that refill between the two databases' calls is below rounding.
+    store.upsert_rate_class("scarce", limit=4, window_ms=10**12, burst=4)
+    store.upsert_rate_class("stopped", limit=4, window_ms=10**12, burst=4, paused=True)
+    store.upsert_rate_class("ample", limit=1000, window_ms=10**15, burst=1000)
+    store.upsert_concurrency_limit("cap-qa", "qa", 2, strategy)
+    store.upsert_concurrency_limit("cap-qb", "qb", 3, "queue")
+    envs = []
+    for i in range(90):
+        envs.append(Envelope(
+            kind="poison" if i % 17 == 0 else "work", payload=b"job-%03d" % i,
+            queue=rng.choice(QUEUES), partition_key=rng.choice(("", "p1", "p2", "p3")),
+            priority=rng.choice((0, 0, 1, 5)),
+            rate_class=rng.choice(("", "", "scarce", "stopped", "ample", "unknown")),
+            weight=rng.choice((1, 1, 2)), sticky_worker=rng.choice(("",) * 6 + ("w1",)),
+        ))
+    headgate.Client(store).enqueue_many(envs)
+    with psycopg.connect(side.url) as conn:
+        conn.execute(
+            "INSERT INTO quarantine (fingerprint, kind, crash_count, quarantined_at_ms, reason) "
+            "VALUES (%s, 'poison', 3, 0, 'test')",
+            (headgate.fingerprint("poison", b"job-017"),))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_function_decides_exactly_as_the_shared_admission(
+    twin_urls: tuple[str, str], seed: int
+) -> None:
+    server, shared = Side(twin_urls[0], True), Side(twin_urls[1], False)
+    try:
+        strategy = STRATEGIES[seed % len(STRATEGIES)]
+        for side in (server, shared):
+            _setup(side, random.Random(seed), strategy)
+        rng = random.Random(1000 + seed)
+        for round_no in range(14):
+            held = sorted(server.held)
+            acks = rng.sample(held, rng.randint(0, len(held))) if held else []
+            if round_no == 6:
+                server.store.set_queue_paused("qb", True)
+                shared.store.set_queue_paused("qb", True)
+            queues = rng.sample(QUEUES + ("qa", "missing"), rng.randint(1, 4))
+            worker = rng.choice(("w1", "w2"))
+            capacity = rng.randint(0, 7)
+            quantum = rng.choice((None, None, 1, 2))
+            got = [side.ack_and_admit(acks, worker, queues, capacity, quantum)
+                   for side in (server, shared)]
+            assert got[0] == got[1], (round_no, queues, capacity, quantum)
+            assert server.snapshot() == shared.snapshot(), round_no
+            # Distinct claim instants, so "oldest running" orders alike on both sides.
+            time.sleep(0.003)
+    finally:
+        server.store.close()
+        shared.store.close()
+
+
+def _enqueue(store: Any, n: int, queue: str, **fields: Any) -> list[str]:
+    return headgate.Client(store).enqueue_many(
+        [Envelope(kind="k", payload=b"%d" % i, queue=queue, **fields) for i in range(n)])
+
+
+def test_combined_call_reports_every_kind_of_lost_lease(pg_url: str) -> None:
+    store: Any = open_store(pg_url)
+    try:
+        _enqueue(store, 6, "lq")
+        first = store.admit("w", ["lq"], 4)
+        done, reclaimed, cancelled, current = first
+        store.ack(done, headgate.Outcome.SUCCESS)  # acked already
+        store.operator_cancel(cancelled.job.id)  # cancelled under the worker
+        with psycopg.connect(pg_url) as conn:  # reclaimed and re-admitted elsewhere
+            conn.execute("UPDATE jobs SET lease_id = 'other', fence = fence + 1 WHERE id = %s",
+                         (reclaimed.job.id,))
+        lost, claims = store.ack_and_admit(
+            [AckRequest(c, "success", result=b"out") for c in first], "w", ["lq"], 2)
+        assert lost == sorted([done.job.id, reclaimed.job.id, cancelled.job.id])
+        assert len(claims) == 2 and {c.job.state for c in claims} == {State.RUNNING}
+        assert store.get_job(cancelled.job.id).state is State.CANCELLED
+        assert store.get_job(reclaimed.job.id).state is State.RUNNING
+        assert store.get_job(reclaimed.job.id).lease_id == "other"
+        assert store.get_result(reclaimed.job.id) is None
+        job = store.get_job(current.job.id)
+        assert job.state is State.COMPLETED and job.lease_id is None
+        assert job.lease_expires_at_ms is None and job.errors == []
+        assert job.finalized_at_ms is not None
+        assert store.get_result(current.job.id).bytes == b"out"
+        completed = sum(b["completed"] for b in store.history("lq", 0, 60_000))
+        assert completed == 2  # the single ack and the one current success
+        assert store.counts("lq")["completed"] == 2
+        assert store.counts("lq")["running"] == 3
+    finally:
+        store.close()
+
+
+def test_plain_success_effects_match_the_lifecycle(pg_url: str) -> None:
+    store: Any = open_store(pg_url)
+    try:
+        _enqueue(store, 1, "kept", retention_ms=5_000)
+        _enqueue(store, 1, "gone", retention_ms=0)
+        (kept,) = store.admit("w", ["kept"], 1)
+        (gone,) = store.admit("w", ["gone"], 1)
+        lost = store.ack_many([
+            AckRequest(kept, "success", result=b"r", result_schema_version=3),
+            AckRequest(gone, "success"),
+        ])
+        assert lost == []
+        job = store.get_job(kept.job.id)
+        assert job.state is State.COMPLETED and job.attempt == 0 and job.fence == 1
+        with psycopg.connect(pg_url) as conn:
+            finalized, expires = conn.execute(
+                "SELECT finalized_at_ms, expires_at_ms FROM jobs WHERE id = %s",
+                (kept.job.id,)).fetchone()
+        assert expires == finalized + 5_000
+        result = store.get_result(kept.job.id)
+        assert (result.bytes, result.schema_version) == (b"r", 3)
+        assert store.get_job(gone.job.id) is None
+        assert store.counts("gone").get("running", 0) == 0
+        assert sum(b["completed"] for b in store.history("gone", 0, 60_000)) == 1
+        # The same acks again: both lost, nothing written.
+        assert store.ack_many([AckRequest(kept, "success"), AckRequest(gone, "success")]) \
+            == sorted([kept.job.id, gone.job.id])
+        assert sum(b["completed"] for b in store.history("kept", 0, 60_000)) == 1
+    finally:
+        store.close()
+
+
+def test_a_batch_with_other_outcomes_goes_through_the_lifecycle(pg_url: str) -> None:
+    store: Any = open_store(pg_url)
+    try:
+        _enqueue(store, 4, "mx")
+        a, b, c = store.admit("w", ["mx"], 3)
+        lost, claims = store.ack_and_admit([
+            AckRequest(a, "success"),
+            AckRequest(b, "retry", error="boom", delay_ms=60_000),
+            AckRequest(c, "success", logs=("kept line",)),
+            AckRequest(a, "success"),  # twice in one batch: the second is lost
+        ], "w", ["mx"], 3)
+        assert lost == [a.job.id]
+        assert [cl.job.state for cl in claims] == [State.RUNNING]
+        assert store.get_job(a.job.id).state is State.COMPLETED
+        retried = store.get_job(b.job.id)
+        assert retried.state is State.RETRYABLE and retried.errors[-1]["error"] == "boom"
+        logged = store.get_job(c.job.id)
+        assert logged.state is State.COMPLETED and logged.errors[-1]["logs"] == ["kept line"]
+    finally:
+        store.close()
