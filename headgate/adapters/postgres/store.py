@@ -8,14 +8,14 @@ from collections.abc import Sequence
 
 import psycopg
 
-from headgate.adapters.sql import enqueue
 from headgate.adapters.sql.store import SqlStore
 from headgate.core import Envelope
 from headgate.store.activity import ActivityHub
 
+from . import enqueue
 from .admission import ServerAdmission
-from .connection import CLOCK, PgConnection, PgDatabase, unavailable
-from .notify import CHANNEL, Listener, Notifier, encode, new_origin
+from .connection import PgConnection, PgDatabase, unavailable
+from .notify import Listener, Notifier, new_origin
 
 log = logging.getLogger("headgate.postgres")
 
@@ -62,21 +62,41 @@ class PostgresStore(ServerAdmission, SqlStore):
         if self._notifier is not None:
             self._notifier.send(frozenset(names))
 
+    def enqueue_many(self, envelopes: Sequence[Envelope]) -> list[str]:
+        """One round trip (see headgate/adapters/postgres/enqueue.py); the wake-up
+        NOTIFY is part of the enqueue's transaction, so the notifier thread is not used."""
+        envs = [e if e.fingerprint and e.id else e.validated() for e in envelopes]
+        if not envs:
+            return []
+        origin = self.origin if self.notify else None
+        if enqueue.has_unique_key(envs):
+            with self.db.transaction() as conn:
+                result = enqueue.shared_enqueue(conn, envs, origin)
+            if result.inserted:
+                self.activity.publish(result.queues)
+            if result.duplicate is not None:
+                raise result.duplicate
+            return result.ids
+        with self.db.transaction() as conn, enqueue.autocommit(conn.raw) as raw:
+            queues = enqueue.call(raw, envs, origin)
+        if queues:
+            self.activity.publish(queues)
+        return [e.id for e in envs]  # type: ignore[misc]
+
     def enqueue_many_in(self, conn: psycopg.Connection, envelopes: Sequence[Envelope]) -> list[str]:
         """Enqueue inside the caller's transaction: committed with it or not at all.
         The wake-up NOTIFY is transactional too, so a rollback wakes nobody."""
         envs = [e.validated() for e in envelopes]
         if not envs:
             return []
-        shim = PgConnection(conn)
+        origin = self.origin if self.notify else None
         try:
-            now = int(shim.execute(CLOCK).fetchone()[0])
-            result = enqueue.enqueue(shim, now, envs)
-            if result.inserted and self.notify:
-                payload = encode(result.queues, self.origin)
-                shim.execute("SELECT pg_notify(?, ?)", (CHANNEL, payload))
+            if enqueue.has_unique_key(envs):
+                result = enqueue.shared_enqueue(PgConnection(conn), envs, origin)
+                if result.duplicate is not None:
+                    raise result.duplicate
+                return result.ids
+            enqueue.call(conn, envs, origin)
         except psycopg.OperationalError as exc:
             raise unavailable(exc) from exc
-        if result.duplicate is not None:
-            raise result.duplicate
-        return result.ids
+        return [e.id for e in envs]  # type: ignore[misc]
