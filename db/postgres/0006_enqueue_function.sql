@@ -62,8 +62,9 @@ BEGIN
     -- In the same statement: which ids exist, and the first quarantined fingerprint.
     queues := ARRAY(SELECT DISTINCT b.queue COLLATE "C" FROM unnest(p_queue) AS b(queue)
                     ORDER BY 1);
-    SELECT ARRAY(SELECT j.id FROM jobs j WHERE j.id = ANY (p_id)),
-           (SELECT q.fingerprint FROM quarantine q WHERE q.fingerprint = ANY (p_fingerprint)
+    SELECT ARRAY(SELECT j.id FROM unnest(p_id) AS b(id) JOIN jobs j ON j.id = b.id),
+           (SELECT q.fingerprint FROM unnest(p_fingerprint) AS b(fingerprint)
+            JOIN quarantine q ON q.fingerprint = b.fingerprint
             ORDER BY q.fingerprint LIMIT 1)
     INTO existing, subject
     FROM (SELECT count(pg_advisory_xact_lock(hashtextextended(q, 7)))
@@ -123,8 +124,8 @@ BEGIN
         END IF;
         queues := ARRAY(SELECT DISTINCT b.queue COLLATE "C" FROM unnest(p_queue) AS b(queue)
                         ORDER BY 1);
-        subject := (SELECT q.fingerprint FROM quarantine q
-                    WHERE q.fingerprint = ANY (p_fingerprint)
+        subject := (SELECT q.fingerprint FROM unnest(p_fingerprint) AS b(fingerprint)
+                    JOIN quarantine q ON q.fingerprint = b.fingerprint
                     ORDER BY q.fingerprint LIMIT 1);
     END IF;
 
