@@ -123,7 +123,8 @@ class HeadgatePeer(common.Peer):  # type: ignore[misc]
                                  "ceiling evaluated on every claim")
         self.tmp = Path(tempfile.mkdtemp(prefix="hg-peers-db-"))
         self.admin_url = admin_pg_url(args.pg_url) if self.kind == "pg" else ""
-        self.db_name = "bench_headgate" + ("_policies" if self.policies else "")
+        # Per process: two benchmarks on one server must not drop each other's database.
+        self.db_name = f"bench_headgate{'_policies' if self.policies else ''}_{os.getpid()}"
         self.url = ""
         self.run = 0
         self.store: Any = None
