@@ -115,7 +115,7 @@ CREATE FUNCTION headgate_ack_many(
     p_queues TEXT[], p_ids TEXT[], p_leases TEXT[], p_fences BIGINT[], p_results BYTEA[],
     p_versions INTEGER[]
 ) RETURNS TEXT[]
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
     PERFORM headgate_lock_queues(p_queues);
     RETURN headgate_ack_successes((extract(epoch from clock_timestamp()) * 1000)::bigint,
@@ -132,7 +132,7 @@ CREATE FUNCTION headgate_admit(
     p_ack_ids TEXT[], p_ack_leases TEXT[], p_ack_fences BIGINT[], p_ack_results BYTEA[],
     p_ack_versions INTEGER[]
 ) RETURNS SETOF headgate_admitted
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_now BIGINT := coalesce(p_now, (extract(epoch from clock_timestamp()) * 1000)::bigint);
     v_out headgate_admitted;
