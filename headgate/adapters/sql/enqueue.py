@@ -59,6 +59,15 @@ INSERT INTO uniques (key, job_id, expires_at_ms) VALUES (?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, expires_at_ms = excluded.expires_at_ms
 """
 SELECT_HOLDER = "SELECT state FROM jobs WHERE id = ?"
+# A single envelope's four lookups in one read: id taken, fingerprint quarantined, the
+# queue's enqueue limit, the queue row present.
+PROBE_ONE = """
+SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?),
+       EXISTS (SELECT 1 FROM quarantine WHERE fingerprint = ?),
+       (SELECT max_unfinished_jobs FROM queues WHERE name = ?),
+       EXISTS (SELECT 1 FROM queues WHERE name = ?)
+"""
+INSERT_ONE = INSERT_JOBS.format(rows=ROW_MARKS)
 
 
 @dataclass(slots=True)
@@ -93,6 +102,13 @@ def _chunks(items: list, size: int = CHUNK):
 def enqueue(conn: Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResult:
     """Insert validated envelopes. A Duplicate on a single envelope is returned (so a
     replace/debounce commits); in a batch it is raised so the batch writes nothing."""
+    if len(envs) == 1:
+        env = envs[0]
+        taken, quarantined, limit, has_queue = conn.execute(
+            PROBE_ONE, (env.id, env.fingerprint, env.queue, env.queue)
+        ).fetchone()
+        if not taken:
+            return _enqueue_one(conn, now, env, bool(quarantined), limit, bool(has_queue))
     ids = [env.id for env in envs]
     if len(set(ids)) != len(ids):
         raise InvalidInput("batch contains the same id twice")
@@ -146,6 +162,31 @@ def enqueue(conn: Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResu
     arrived = Counter(e.queue for e in fresh)
     bump_history(conn, now, {q: {"arrived": n} for q, n in arrived.items()})
     result.inserted = len(fresh)
+    return result
+
+
+def _enqueue_one(conn: Connection, now: int, env: Envelope, quarantined: bool,
+                 limit: int | None, has_queue: bool) -> EnqueueResult:
+    """`enqueue` for one envelope whose id is new, its checks in the same order."""
+    result = EnqueueResult(ids=[env.id], inserted=0, queues={env.queue})  # type: ignore[list-item]
+    if quarantined:
+        raise Quarantined(env.fingerprint)  # type: ignore[arg-type]
+    key = effective_unique_key(env)
+    if key is not None:
+        dup = _claim_unique(conn, now, env, key)
+        if dup is not None:
+            result.duplicate = dup
+            result.ids = [dup.existing_id]
+            return result
+    if limit is not None:
+        current = int(conn.execute(SELECT_UNFINISHED, (env.queue,)).fetchone()[0])
+        if current + 1 > limit:
+            raise Backpressure(env.queue, limit, current, 1)
+    if not has_queue:
+        conn.execute(ENSURE_QUEUE, (env.queue, now))
+    conn.execute(INSERT_ONE, _insert_row(env, now))
+    bump_history(conn, now, {env.queue: {"arrived": 1}})
+    result.inserted = 1
     return result
 
 
