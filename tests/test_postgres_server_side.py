@@ -113,6 +113,7 @@ def _setup(side: Side, rng: random.Random, strategy: str) -> None:
             priority=rng.choice((0, 0, 1, 5)),
             rate_class=rng.choice(("", "", "scarce", "stopped", "ample", "unknown")),
             weight=rng.choice((1, 1, 2)), sticky_worker=rng.choice(("",) * 6 + ("w1",)),
+            retention_ms=rng.choice((None, None, None, 0)),
         ))
     headgate.Client(store).enqueue_many(envs)
     with psycopg.connect(side.url) as conn:
@@ -122,7 +123,7 @@ def _setup(side: Side, rng: random.Random, strategy: str) -> None:
             (headgate.fingerprint("poison", b"job-017"),))
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(12))
 def test_function_decides_exactly_as_the_shared_admission(
     twin_urls: tuple[str, str], seed: int
 ) -> None:
@@ -132,12 +133,14 @@ def test_function_decides_exactly_as_the_shared_admission(
         for side in (server, shared):
             _setup(side, random.Random(seed), strategy)
         rng = random.Random(1000 + seed)
-        for round_no in range(14):
+        for round_no in range(16):
             held = sorted(server.held)
             acks = rng.sample(held, rng.randint(0, len(held))) if held else []
-            if round_no == 6:
-                server.store.set_queue_paused("qb", True)
-                shared.store.set_queue_paused("qb", True)
+            for side in (server, shared):
+                if round_no == 6:
+                    side.store.set_queue_paused("qb", True)
+                if round_no == 9:  # below what runs now: acks and ceilings in one call
+                    side.store.upsert_concurrency_limit("cap-qa", "qa", 1, strategy)
             queues = rng.sample(QUEUES + ("qa", "missing"), rng.randint(1, 4))
             worker = rng.choice(("w1", "w2"))
             capacity = rng.randint(0, 7)

@@ -9,9 +9,10 @@ decision as headgate/adapters/sql/admission.py (which SQLite keeps): PostgreSQL'
 admission lives in the SQL file, SQLite's in that module, and a change to the policy
 must be made in both. explain_admission stays the shared Python.
 
-Acks the function applies itself are plain successes (no error, no logs, no delay); any
-other outcome in a batch sends the whole batch through the shared lifecycle first, in
-the same transaction, and the function then only admits.
+Acks the function applies itself are plain successes (no error, no logs, no delay),
+written by the same UPDATE as the claims; any other outcome in a batch sends the whole
+batch through the shared lifecycle first, in the same transaction, and the function then
+only admits. Every call is one statement in autocommit: no BEGIN or COMMIT round trip.
 """
 
 from __future__ import annotations
@@ -32,15 +33,12 @@ ADMIT = """
 SELECT * FROM headgate_admit(?, ?::text[], ?::bigint, ?::bigint, ?::bigint, ?, ?::bigint,
     ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bytea[], ?::integer[])
 """
-# Before acks that the shared lifecycle applies ahead of the function: see the same lock
-# in headgate_admit() (claims after acks, in the order an enqueue takes the rows).
+# Before acks that the shared lifecycle applies ahead of the function: claims after acks
+# would take a queue's 'available' counter row while holding its partition rows, and an
+# enqueue takes them the other way round (taken first: one order, no deadlock).
 LOCK_COUNTERS = """
 SELECT 1 FROM queue_counts WHERE queue = ANY(?::text[]) AND state = 'available'
 ORDER BY queue, state FOR UPDATE
-"""
-ACK_MANY = """
-SELECT headgate_ack_many(?::text[], ?::text[], ?::text[], ?::bigint[], ?::bytea[],
-    ?::integer[])
 """
 
 
@@ -106,8 +104,9 @@ def admit(
 
 
 def ack_many(conn: PgConnection, acks: PlainAcks) -> list[str]:
-    """Apply plain successes in one statement; returns the lost job ids."""
-    return list(conn.execute(ACK_MANY, acks.params()).fetchone()[0])
+    """Apply plain successes in one statement (the function with no queue to admit
+    from); returns the lost job ids."""
+    return admit(conn, "", [], 0, 1, None, acks)[0]
 
 
 class ServerAdmission:
