@@ -198,9 +198,8 @@ BEGIN
         END IF;
     END IF;
 
-<<admission>>
-BEGIN
-
+    <<admission>>
+    BEGIN
         -- lifecycle.promote_due over the caller's queues: an index probe, then the update
         IF EXISTS (SELECT 1 FROM jobs WHERE state IN ('scheduled', 'retryable')
                    AND scheduled_at_ms <= v_now AND queue = ANY(v_names)) THEN
@@ -396,9 +395,10 @@ BEGIN
                                         r_paused := r_paused || (v_rate.paused <> 0);
                                         r_tokens := r_tokens || least(
                                             v_rate.burst::float8,
-                                            v_rate.tokens + (greatest(0, v_now - v_rate.refilled_at_ms)
-                                                ::numeric * v_rate.limit_per_window)::float8
-                                                / v_rate.window_ms::float8);
+                                            v_rate.tokens
+                                            + (greatest(0, v_now - v_rate.refilled_at_ms)::numeric
+                                               * v_rate.limit_per_window)::float8
+                                            / v_rate.window_ms::float8);
                                         r_dirty := r_dirty || (v_now < v_rate.refilled_at_ms);
                                         r_blocked := r_blocked || false;
                                         v_ri := cardinality(r_name);
@@ -502,8 +502,10 @@ BEGIN
                                      FROM unnest(part_running, part_base) WITH ORDINALITY
                                          AS n(running, base, i) ORDER BY n.i);
                 ELSE
-                    SELECT coalesce(array_agg(s.queue), '{}'), coalesce(array_agg(s.key), '{}'),
-                           coalesce(array_agg(s.deficit), '{}'), coalesce(array_agg(s.loaded), '{}'),
+                    SELECT coalesce(array_agg(s.queue), '{}'),
+                           coalesce(array_agg(s.key), '{}'),
+                           coalesce(array_agg(s.deficit), '{}'),
+                           coalesce(array_agg(s.loaded), '{}'),
                            coalesce(array_agg(s.delta), '{}')
                     INTO g_queue, g_key, g_deficit, g_loaded, g_delta
                     FROM (
@@ -526,8 +528,7 @@ BEGIN
                 v_hungry := v_hungry || v_qi;
             END IF;
         END LOOP;
-
-END admission;
+    END admission;
 
     -- The completed acks and the claims in one statement: the counter triggers run
     -- once and take their rows in (queue, state) order, 'available' first, as an
