@@ -1,8 +1,10 @@
 """PostgreSQL connections: a bounded psycopg pool, the database clock, migrations.
 
 `PgConnection` gives the shared SQL modules the same call shape as sqlite3 (`execute`
-returning a cursor, `executemany`, `?` placeholders), so admission and the lifecycle are
-one implementation evaluated on two engines.
+returning a cursor, `executemany`, `?` placeholders), so the lifecycle and inspection
+are one implementation evaluated on two engines. Admission is not: on PostgreSQL it is
+the server-side function of db/postgres/0005_server_admission.sql (see admission.py
+beside this module), one round trip per call.
 """
 
 from __future__ import annotations
