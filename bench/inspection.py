@@ -28,7 +28,9 @@ on the PostgreSQL server; `--rebuild` forces a new one) holds:
 Each run starts `headgate serve` (duties on, as deployed) and, per endpoint, makes
 `--requests` sequential keep-alive GETs (a slow endpoint stops after `--budget` seconds
 with at least 20), reporting p50/p99 in ms. One JSON line per endpoint with the median,
-min and max over `--runs` runs, then a summary line; `--markdown` also prints a table.
+min and max over `--runs` runs, then a summary line (with the 1-minute load average at
+each run's start and end: p99 over a few hundred sequential GETs follows the machine's
+load); `--markdown` also prints a table.
 """
 
 from __future__ import annotations
@@ -462,7 +464,9 @@ def main(argv: list[str] | None = None) -> int:
     log(json.dumps(info))
     results: dict[str, dict[str, list[float]]] = {}
     names: list[tuple[str, str]] = []
+    loads: list[float] = []  # the 1-minute load average as each run starts and ends
     for run in range(args.runs):
+        loads.append(os.getloadavg()[0])
         proc, base = api_bench.start_server(target.url, args.threads, startup_s=600)
         try:
             eps = endpoints(base)
@@ -481,6 +485,8 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"run {run + 1} {name}: p50 {p50:.1f} ms, p99 {p99:.1f} ms ({n} GETs)")
         finally:
             api_bench.stop_server(proc)
+        loads.append(os.getloadavg()[0])
+        log(f"run {run + 1}: load average {loads[-2]:.2f} -> {loads[-1]:.2f}")
     summary: dict[str, Any] = {"store": args.store, "jobs_in_db": info["jobs_in_db"],
                                "runs": args.runs, "target_p99_ms": TARGET_P99_MS}
     rows = []
@@ -499,6 +505,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((name, r, ok))
     summary["pass"] = len(names) - len(misses)
     summary["miss"] = misses
+    summary["load_1m"] = {"median": round(statistics.median(loads), 2),
+                          "min": round(min(loads), 2), "max": round(max(loads), 2)}
     summary.update({k: v for k, v in info.items() if k not in summary})
     print(json.dumps({"summary": summary}), flush=True)
     if args.markdown:
@@ -509,6 +517,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, r, ok in rows:
             print(f"| {name} | {statistics.median(r['p50']):.1f} | "
                   f"{statistics.median(r['p99']):.1f} | {'PASS' if ok else 'MISS'} |")
+        load = summary["load_1m"]
+        print(f"\n1-minute load average at run starts and ends: median {load['median']}, "
+              f"{load['min']}–{load['max']} ({os.cpu_count()} CPUs)")
     return 0
 
 
