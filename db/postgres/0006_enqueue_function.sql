@@ -9,7 +9,7 @@
 -- caller's own transaction leaves that transaction usable, as the shared code does.
 -- outcome is 'ok', 'id_conflict' (subject = the id), 'quarantined' (subject = the
 -- fingerprint) or 'backpressure' (subject = the queue, with limit/current/incoming);
--- queues lists the queues that received jobs.
+-- received_queues lists the queues that received jobs.
 --
 -- A column whose value is the same for the whole batch may come as a one-element array
 -- (the client then sends one value instead of a thousand); headgate_widen repeats it.
@@ -27,7 +27,7 @@ CREATE FUNCTION headgate_enqueue(
     p_headers TEXT[], p_periodic_schedule_id TEXT[], p_periodic_tick_ms BIGINT[],
     p_pending BOOLEAN[], p_origin TEXT,
     OUT outcome TEXT, OUT subject TEXT, OUT queue_limit BIGINT, OUT current BIGINT,
-    OUT incoming BIGINT, OUT queues TEXT[]
+    OUT incoming BIGINT, OUT received_queues TEXT[]
 ) LANGUAGE plpgsql
 -- Custom plans would be re-planned on every call (their array arguments make the
 -- generic plan look dearer); planning cost more than running.
@@ -37,6 +37,8 @@ DECLARE
     now_ms BIGINT := (extract(epoch from clock_timestamp()) * 1000)::bigint;
     n INTEGER := cardinality(p_id);
     existing TEXT[];
+    missing BOOLEAN;  -- a queue has no row yet
+    limited BOOLEAN;  -- a queue has an enqueue limit
     body TEXT;
 BEGIN
     outcome := 'ok';
@@ -59,16 +61,22 @@ BEGIN
     -- Queue locks before any counter row, in the order every job-state transaction takes
     -- them (sorted by code point): admission and acks update queue_counts and partitions
     -- too, and the backpressure read below sees counts no other writer is changing.
-    -- In the same statement: which ids exist, and the first quarantined fingerprint.
-    queues := ARRAY(SELECT DISTINCT b.queue COLLATE "C" FROM unnest(p_queue) AS b(queue)
-                    ORDER BY 1);
+    -- In the same statement: which ids exist, the first quarantined fingerprint, and
+    -- whether a queue row is missing or limits enqueues (else two statements are skipped).
+    received_queues := ARRAY(SELECT DISTINCT b.queue COLLATE "C"
+                             FROM unnest(p_queue) AS b(queue) ORDER BY 1);
     SELECT ARRAY(SELECT j.id FROM unnest(p_id) AS b(id) JOIN jobs j ON j.id = b.id),
            (SELECT q.fingerprint FROM unnest(p_fingerprint) AS b(fingerprint)
             JOIN quarantine q ON q.fingerprint = b.fingerprint
-            ORDER BY q.fingerprint LIMIT 1)
-    INTO existing, subject
-    FROM (SELECT count(pg_advisory_xact_lock(hashtextextended(q, 7)))
-          FROM unnest(queues) AS q) AS locked;
+            ORDER BY q.fingerprint LIMIT 1),
+           queue_rows.missing, queue_rows.limited
+    INTO existing, subject, missing, limited
+    FROM (SELECT count(pg_advisory_xact_lock(hashtextextended(u.name, 7)))
+          FROM unnest(received_queues) AS u(name)) AS locked,
+         (SELECT bool_or(q.name IS NULL) AS missing,
+                 bool_or(q.max_unfinished_jobs IS NOT NULL) AS limited
+          FROM unnest(received_queues) AS u(name)
+          LEFT JOIN queues q ON q.name = u.name) AS queue_rows;
 
     -- Caller-supplied ids: the same content again is success without a rewrite,
     -- different content is a conflict.
@@ -89,7 +97,7 @@ BEGIN
         ORDER BY b.ord LIMIT 1;
         IF FOUND THEN
             outcome := 'id_conflict';
-            queues := '{}';
+            received_queues := '{}';
             RETURN;
         END IF;
         -- From here on the arrays hold only the jobs to insert, in batch order.
@@ -119,11 +127,11 @@ BEGIN
                   periodic_tick_ms, pending, ord)
         WHERE b.id <> ALL (existing);
         IF p_id IS NULL THEN
-            queues := '{}';
+            received_queues := '{}';
             RETURN;
         END IF;
-        queues := ARRAY(SELECT DISTINCT b.queue COLLATE "C" FROM unnest(p_queue) AS b(queue)
-                        ORDER BY 1);
+        received_queues := ARRAY(SELECT DISTINCT b.queue COLLATE "C"
+                                 FROM unnest(p_queue) AS b(queue) ORDER BY 1);
         subject := (SELECT q.fingerprint FROM unnest(p_fingerprint) AS b(fingerprint)
                     JOIN quarantine q ON q.fingerprint = b.fingerprint
                     ORDER BY q.fingerprint LIMIT 1);
@@ -131,30 +139,35 @@ BEGIN
 
     IF subject IS NOT NULL THEN
         outcome := 'quarantined';
-        queues := '{}';
+        received_queues := '{}';
         RETURN;
     END IF;
 
-    SELECT q.name, q.max_unfinished_jobs, u.n, i.n
-    INTO subject, queue_limit, current, incoming
-    FROM (SELECT b.queue, count(*) AS n FROM unnest(p_queue) AS b(queue) GROUP BY b.queue) i
-    JOIN queues q ON q.name = i.queue AND q.max_unfinished_jobs IS NOT NULL
-    CROSS JOIN LATERAL (
-        SELECT coalesce(sum(c.n), 0)::bigint AS n FROM queue_counts c
-        WHERE c.queue = q.name
-          AND c.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')
-    ) u
-    WHERE u.n + i.n > q.max_unfinished_jobs
-    ORDER BY q.name COLLATE "C" LIMIT 1;
-    IF FOUND THEN
-        outcome := 'backpressure';
-        queues := '{}';
-        RETURN;
+    IF limited THEN
+        SELECT q.name, q.max_unfinished_jobs, u.n, i.n
+        INTO subject, queue_limit, current, incoming
+        FROM (SELECT b.queue, count(*) AS n FROM unnest(p_queue) AS b(queue)
+              GROUP BY b.queue) i
+        JOIN queues q ON q.name = i.queue AND q.max_unfinished_jobs IS NOT NULL
+        CROSS JOIN LATERAL (
+            SELECT coalesce(sum(c.n), 0)::bigint AS n FROM queue_counts c
+            WHERE c.queue = q.name
+              AND c.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')
+        ) u
+        WHERE u.n + i.n > q.max_unfinished_jobs
+        ORDER BY q.name COLLATE "C" LIMIT 1;
+        IF FOUND THEN
+            outcome := 'backpressure';
+            received_queues := '{}';
+            RETURN;
+        END IF;
     END IF;
 
-    INSERT INTO queues (name, created_at_ms)
-    SELECT q, now_ms FROM unnest(queues) AS q
-    ON CONFLICT (name) DO NOTHING;
+    IF missing THEN
+        INSERT INTO queues (name, created_at_ms)
+        SELECT u.name, now_ms FROM unnest(received_queues) AS u(name)
+        ON CONFLICT (name) DO NOTHING;
+    END IF;
 
     -- ORDER BY: rowid is arrival order, and a batch arrives in its own order.
     INSERT INTO jobs (id, kind, schema_version, payload, fingerprint, queue, priority,
@@ -190,7 +203,7 @@ BEGIN
     -- The payload of headgate/adapters/postgres/notify.py encode(): origin, then the
     -- queues joined by U+001F, or none at all ("something changed") when too long.
     IF p_origin IS NOT NULL THEN
-        body := array_to_string(queues, chr(31));
+        body := array_to_string(received_queues, chr(31));
         PERFORM pg_notify('headgate', p_origin || '|' || CASE WHEN length(body) < 7000
                                                              THEN body ELSE '' END);
     END IF;

@@ -52,7 +52,7 @@ def statement(single: tuple[bool, ...]) -> str:
         for (_, kind), one in zip(COLUMNS, single, strict=True)
     )
     return (
-        "SELECT outcome, subject, queue_limit, current, incoming, queues "
+        "SELECT outcome, subject, queue_limit, current, incoming, received_queues "
         f"FROM headgate_enqueue({args}, %b::text)"
     )
 
