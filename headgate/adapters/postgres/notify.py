@@ -27,6 +27,7 @@ def new_origin() -> str:
 
 def encode(queues: set[str] | frozenset[str], origin: str) -> str:
     # NOTIFY payloads are limited to 8000 bytes: fall back to "something changed".
+    # headgate_enqueue (db/postgres/0006_enqueue_function.sql) builds the same text.
     body = "\x1f".join(sorted(queues))
     return f"{origin}|{body if len(body) < 7000 else ''}"
 
@@ -75,8 +76,11 @@ class Listener:
 
 
 class Notifier:
-    """Sends NOTIFYs from its own thread and connection, so a producer's call returns
-    without the extra round trip; bursts coalesce into one notification."""
+    """Sends NOTIFYs for changes made outside an enqueue (acks, retries, queue controls)
+    from its own thread and connection, so the caller returns without the extra round
+    trip; bursts coalesce into one notification. Enqueues notify inside their own
+    transaction instead (headgate/adapters/postgres/enqueue.py): a producer's wake-up
+    then leaves at its commit and never after a rollback."""
 
     def __init__(self, url: str, origin: str) -> None:
         self.url = url
