@@ -22,6 +22,9 @@ class EnqueueContext:
     identity: Any = None
 
 
+# Frozen, so one instance serves every call that names no context.
+DEFAULT_CONTEXT = EnqueueContext()
+
 Authorizer = Callable[[EnqueueContext, Envelope], bool]
 Next = Callable[[list[Envelope]], list[str]]
 Middleware = Callable[[EnqueueContext, list[Envelope], Next], list[str]]
@@ -134,7 +137,7 @@ class Client:
         self, envelopes: Sequence[Envelope], *, context: EnqueueContext | None = None,
         conn: Any = None,
     ) -> list[str]:
-        context = context or EnqueueContext()
+        context = context or DEFAULT_CONTEXT
         envs = [e.validated() for e in envelopes]
         for env in envs:
             if not self.authorizer(context, env):
@@ -172,6 +175,8 @@ class Client:
                 hook.after_insert(context, envs, ids, error)
 
     def _chain(self, envs: Sequence[Envelope]) -> tuple[list[Middleware], list[InsertHook]]:
+        if not self.plugins:
+            return self.middleware, self.insert_hooks
         middleware, hooks = list(self.middleware), list(self.insert_hooks)
         ordered = [p for p in self.plugins if p.kinds is None] + [
             p for p in self.plugins if p.kinds is not None
