@@ -277,6 +277,36 @@ def test_q_grammar(api: Api) -> None:
     assert q("  email   queue:mail  ") == sorted([a, b])
 
 
+def test_kind_prefix_pages_every_kind_it_starts_newest_first(api: Api) -> None:
+    """A bare search term is a kind prefix: its pages hold the jobs of every kind that
+    starts with it, newest first, whatever the store's plan (SQLite pages each kind and
+    merges; past 32 kinds one query filters the range)."""
+    kinds = ["email", "email.send", "email.digest", "emailz", "emaik", "emaim", "e", "mail"]
+    made: dict[str, list[str]] = {k: [] for k in kinds}
+    for i in range(24):
+        kind = kinds[i % len(kinds)]
+        made[kind].append(api.enqueue(kind=kind, queue="q", tags=["odd" if i % 2 else "even"]))
+    many = [api.enqueue(kind=f"bulk.{n:02d}", queue="q") for n in range(34)]
+
+    def pages(params: dict[str, str]) -> list[str]:
+        seen: list[str] = []
+        page = api.get("/jobs", params={**params, "limit": 5}).json()
+        seen += [j["id"] for j in page["jobs"]]
+        while page["next_cursor"]:
+            page = api.get("/jobs", params={**params, "limit": 5,
+                                             "cursor": page["next_cursor"]}).json()
+            seen += [j["id"] for j in page["jobs"]]
+        return seen
+
+    email = [i for k in kinds if k.startswith("email") for i in made[k]]
+    assert pages({"q": "email"}) == sorted(email, reverse=True)
+    assert pages({"q": "email tag:odd"}) == sorted(
+        (i for i in email if api.get(f"/jobs/{i}").json()["tags"] == ["odd"]), reverse=True)
+    assert pages({"q": "email", "queue": "q"}) == sorted(email, reverse=True)
+    assert pages({"q": "emailz."}) == []
+    assert pages({"q": "bulk."}) == sorted(many, reverse=True)
+
+
 @pytest.mark.parametrize(("params", "error"), [
     ({"q": "colour:red"}, "unknown search field `colour`"),
     ({"q": "priority:high"}, "priority `high` is not a number"),

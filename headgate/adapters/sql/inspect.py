@@ -72,6 +72,33 @@ def decode_cursor(cursor: str) -> str:
     return job_id
 
 
+# SQLite pages a kind prefix alone by sorting every job of the matching kinds (0.6–1.6 s
+# for `send_` among 1M jobs: its planner takes the kind range of jobs_kind_id, then sorts
+# by id). A prefix covers few kinds, so each is paged from (kind, id) and the pages
+# merged; past this many kinds the plain query runs. With a queue or a state the plain
+# query already walks (queue, id) or (state, id) newest first. PostgreSQL's
+# starts_with() plan walks the primary key instead, and its collation need not keep a
+# prefix's kinds together, so it keeps the plain query.
+MAX_PREFIX_KINDS = 32
+_KIND_STEP = ("SELECT kind FROM jobs WHERE kind {op} ? AND kind < ? || char(1114111) "
+              "ORDER BY kind LIMIT 1")
+FIRST_PREFIX_KIND = _KIND_STEP.format(op=">=")
+NEXT_PREFIX_KIND = _KIND_STEP.format(op=">")
+
+
+def _prefix_kinds(conn: Connection, prefix: str) -> list[str] | None:
+    """The kinds starting with `prefix` (SQLite's binary order keeps them together), one
+    jobs_kind_id probe each; None when there are more than MAX_PREFIX_KINDS."""
+    kinds: list[str] = []
+    row = conn.execute(FIRST_PREFIX_KIND, (prefix, prefix)).fetchone()
+    while row is not None:
+        if len(kinds) == MAX_PREFIX_KINDS:
+            return None
+        kinds.append(row[0])
+        row = conn.execute(NEXT_PREFIX_KIND, (row[0], prefix)).fetchone()
+    return kinds
+
+
 def list_jobs(
     conn: Connection, now: int, f: JobFilter, cursor: str | None, limit: int,
     include_payload: bool,
@@ -94,7 +121,11 @@ def list_jobs(
             where.append(f"{column} = ?")
             params.append(value)
     dialect = conn.dialect
-    if f.kind_prefix:
+    kinds = None
+    if (f.kind_prefix and dialect.name == "sqlite"
+            and f.kind is None and f.queue is None and f.state is None):
+        kinds = _prefix_kinds(conn, f.kind_prefix)
+    if f.kind_prefix and kinds is None:
         # The prefix is data, never a pattern: no LIKE.
         where.append(dialect.prefix_test("kind"))
         params += [f.kind_prefix] * where[-1].count("?")
@@ -111,11 +142,20 @@ def list_jobs(
         where.append("id < ?")
         params.append(decode_cursor(cursor))
     cols = JOB_COLUMNS_WITH_PAYLOAD if include_payload else JOB_COLUMNS
-    sql = f"SELECT {cols} FROM jobs"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY id DESC LIMIT ?"
-    rows = conn.execute(sql, (*params, limit + 1)).fetchall()
+    if kinds is None:
+        sql = f"SELECT {cols} FROM jobs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        rows = conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit + 1)).fetchall()
+    else:
+        # Each kind's newest page, merged: text ids sort the same in Python as in
+        # SQLite (code point order is UTF-8 byte order).
+        sql = f"SELECT {cols} FROM jobs WHERE " + " AND ".join(["kind = ?", *where])
+        sql += " ORDER BY id DESC LIMIT ?"
+        rows = []
+        for kind in kinds:
+            rows += conn.execute(sql, (kind, *params, limit + 1)).fetchall()
+        rows = sorted(rows, key=lambda r: r[0], reverse=True)[:limit + 1]
     jobs = [row_to_job(r) for r in rows[:limit]]
     next_cursor = encode_cursor(jobs[-1].id) if len(rows) > limit else None
     return JobPage(jobs, next_cursor)
