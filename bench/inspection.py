@@ -366,6 +366,11 @@ def endpoints(base: str) -> list[tuple[str, str]]:
         ("page /jobs?state=completed", "/jobs?state=completed"),
         ("page /jobs?queue=billing", "/jobs?queue=billing"),
         ("page /jobs?q=kind", "/jobs?q=kind:charge_card"),
+        ("page /jobs?q=<kind prefix>", "/jobs?q=send_"),
+        # The rate-classes page's link to a class's waiting jobs (sms: a handful).
+        ("page /jobs?q=rate_class", "/jobs?q=rate_class:sms&state=available"),
+        # The partitions page's link to a partition's jobs.
+        ("page /jobs?q=partition", "/jobs?queue=emails&q=partition:tenant-07"),
         ("page /jobs cursor", f"/jobs?cursor={quote(cursor)}"),
         ("page /jobs?job=<id>", f"/jobs?job={quote(job_id)}"),
         ("page /rate-classes", "/rate-classes"),
