@@ -23,7 +23,8 @@ _ERRORS = JOB_FIELDS.index("errors")
 
 
 def row_to_job(row: Sequence) -> Job:
-    """Build a Job from a row selected with JOB_COLUMNS (payload optional, last)."""
+    """Build a Job from a row selected with JOB_COLUMNS (payload optional, last).
+    The empty JSON values every fresh job carries skip the parser."""
     payload = row[len(JOB_FIELDS)] if len(row) > len(JOB_FIELDS) else None
     return Job(
         id=row[0],
@@ -39,9 +40,9 @@ def row_to_job(row: Sequence) -> Job:
         scheduled_at_ms=row[10],
         max_attempts=row[11],
         retention_ms=row[12],
-        tags=tuple(json.loads(row[_TAGS])),
+        tags=() if row[_TAGS] == "[]" else tuple(json.loads(row[_TAGS])),
         sticky_worker=row[14],
-        headers=json.loads(row[_HEADERS]),
+        headers={} if row[_HEADERS] == "{}" else json.loads(row[_HEADERS]),
         attempt=row[16],
         crash_attempt=row[17],
         fence=row[18],
@@ -51,7 +52,7 @@ def row_to_job(row: Sequence) -> Job:
         enqueued_at_ms=row[22],
         attempted_at_ms=row[23],
         finalized_at_ms=row[24],
-        errors=json.loads(row[_ERRORS]),
+        errors=[] if row[_ERRORS] == "[]" else json.loads(row[_ERRORS]),
         periodic_schedule_id=row[26],
         periodic_tick_ms=row[27],
         cancel_requested=bool(row[28]),
