@@ -124,7 +124,6 @@ class PgDatabase:
         with self._raw() as raw:
             yield PgConnection(raw)
 
-    read = transaction
 
     @contextmanager
     def autocommit(self) -> Iterator[PgConnection]:
@@ -141,6 +140,14 @@ class PgDatabase:
                     raw.autocommit = False
                 else:
                     raw.close()
+
+    @contextmanager
+    def read(self) -> Iterator[PgConnection]:
+        """Reads in autocommit. Under READ COMMITTED each statement takes its own
+        snapshot even inside a transaction, so BEGIN and COMMIT would only add two
+        round trips to every inspection call."""
+        with self.autocommit() as conn:
+            yield conn
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self.read() as conn:
