@@ -89,3 +89,15 @@ def test_set_based_acks_keep_each_outcome(store: Store) -> None:
     done = store.get_job(d.job.id)
     assert done is not None and done.state is State.COMPLETED and done.errors == []
     assert store.counts(Q) == {**store.counts(Q), "completed": 3, "retryable": 1}
+
+
+def test_a_stale_ack_before_the_live_one_of_the_same_job_loses_alone(store: Store) -> None:
+    client = Client(store)
+    client.enqueue("k", b"once", queue=Q)
+    (old,) = store.admit("w", [Q], capacity=1)
+    store.release([old])
+    (live,) = store.admit("w", [Q], capacity=1)
+    assert live.job.id == old.job.id and live.fence != old.fence
+    lost = store.ack_many([AckRequest(old, Outcome.SUCCESS), AckRequest(live, Outcome.SUCCESS)])
+    assert lost == [old.job.id]
+    assert store.counts(Q)["completed"] == 1

@@ -142,11 +142,11 @@ def ack_many(
     for a, outcome in zip(ordered, outcomes, strict=True):
         job_id = a.claim.job.id
         try:
-            # pop: a second ack of the same job in the batch finds it already acked.
-            row = _lost_unless(rows.pop(job_id, None), a.claim)
+            row = _lost_unless(rows.get(job_id), a.claim)
         except LeaseLost:
             lost.append(job_id)
             continue
+        del rows[job_id]  # a later ack of the same job in the batch finds it acked
         sets, queue, delta = _plan_ack(conn, now, row, outcome, a.error, a.delay_ms,
                                        a.result, a.result_schema_version, a.logs)
         key = None if sets is None else tuple(sets.items())
