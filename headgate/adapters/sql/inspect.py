@@ -80,10 +80,10 @@ def decode_cursor(cursor: str) -> str:
 # starts_with() plan walks the primary key instead, and its collation need not keep a
 # prefix's kinds together, so it keeps the plain query.
 MAX_PREFIX_KINDS = 32
-_KIND_STEP = ("SELECT kind FROM jobs WHERE kind {op} ? AND kind < ? || char(1114111) "
-              "ORDER BY kind LIMIT 1")
-FIRST_PREFIX_KIND = _KIND_STEP.format(op=">=")
-NEXT_PREFIX_KIND = _KIND_STEP.format(op=">")
+FIRST_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind >= ? AND kind < ? || char(1114111) "
+                     "ORDER BY kind LIMIT 1")
+NEXT_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind > ? AND kind < ? || char(1114111) "
+                    "ORDER BY kind LIMIT 1")
 
 
 def _prefix_kinds(conn: Connection, prefix: str) -> list[str] | None:
