@@ -30,8 +30,10 @@ CREATE FUNCTION headgate_enqueue(
     OUT incoming BIGINT, OUT received_queues TEXT[]
 ) LANGUAGE plpgsql
 -- Custom plans would be re-planned on every call (their array arguments make the
--- generic plan look dearer); planning cost more than running.
-SET plan_cache_mode = force_generic_plan AS $$
+-- generic plan look dearer); planning cost more than running. A generic plan is made
+-- once per session, often while jobs is still small: no sequential scans, or the id
+-- probe stays a scan of the whole table as it grows (O(n) per enqueue).
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
     -- The store clock, as the shared code reads it at the start of its transaction.
     now_ms BIGINT := (extract(epoch from clock_timestamp()) * 1000)::bigint;
