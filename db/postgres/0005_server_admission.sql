@@ -52,13 +52,17 @@ $$;
 -- for acks alone. p_now is NULL except when the caller already applied other acks in
 -- this transaction at its own store time. Returns the lost acks (id order), then the
 -- claims in the order they were decided.
+-- Generic plans: re-planning every statement on every call cost more than running it.
+-- A generic plan is made once per session, often while jobs is still small, so no
+-- sequential scans (and job rows are always looked up by `id = ANY(...)`), or a plan
+-- made then would scan the whole table once it has grown.
 CREATE FUNCTION headgate_admit(
     p_worker TEXT, p_queues TEXT[], p_capacity BIGINT, p_lease_ms BIGINT,
     p_quantum BIGINT, p_lease_id TEXT, p_now BIGINT, p_ack_queues TEXT[],
     p_ack_ids TEXT[], p_ack_leases TEXT[], p_ack_fences BIGINT[], p_ack_results BYTEA[],
     p_ack_versions INTEGER[]
 ) RETURNS SETOF headgate_admitted
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
     v_now BIGINT := coalesce(p_now, (extract(epoch from clock_timestamp()) * 1000)::bigint);
     v_out headgate_admitted;
@@ -177,7 +181,8 @@ BEGIN
             SELECT j.id, j.retention_ms, j.queue, j.partition_key
             FROM jobs j JOIN unnest(p_ack_ids, p_ack_leases, p_ack_fences)
                 AS a(id, lease_id, fence) ON a.id = j.id
-            WHERE j.state = 'running' AND j.lease_id = a.lease_id AND j.fence = a.fence
+            WHERE j.id = ANY(p_ack_ids) AND j.state = 'running'
+              AND j.lease_id = a.lease_id AND j.fence = a.fence
             ORDER BY j.id FOR UPDATE OF j
         ) AS h;
         FOR v_lost IN
@@ -214,7 +219,7 @@ BEGIN
                array_agg(q.rr_cursor ORDER BY t.i)
         INTO v_active, v_weights, v_loaded_cursors
         FROM queues q JOIN unnest(v_names) WITH ORDINALITY AS t(n, i) ON q.name = t.n
-        WHERE q.paused = 0;
+        WHERE q.name = ANY(v_names) AND q.paused = 0;
         IF v_active IS NULL OR p_capacity = 0 THEN
             EXIT admission;
         END IF;
@@ -555,7 +560,8 @@ BEGIN
             UNION ALL
             SELECT cl.id, false, NULL, NULL FROM unnest(v_claimed) AS cl(id)
         ) AS u
-        WHERE jobs.id = u.id AND (u.acked OR jobs.state = 'available');
+        WHERE jobs.id = ANY(v_kept || v_claimed) AND jobs.id = u.id
+          AND (u.acked OR jobs.state = 'available');
     END IF;
 
     -- admission._write_back: fairness state, tokens and rejection counts, only what
@@ -616,6 +622,6 @@ BEGIN
                j.payload
         FROM unnest(v_claimed) WITH ORDINALITY AS t(claimed_id, ord)
         JOIN jobs j ON j.id = t.claimed_id
-        WHERE j.lease_id = p_lease_id
+        WHERE j.id = ANY(v_claimed) AND j.lease_id = p_lease_id
         ORDER BY t.ord;
 END $$;
