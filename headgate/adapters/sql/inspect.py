@@ -120,6 +120,8 @@ def list_jobs(
         if value is not None:
             where.append(f"{column} = ?")
             params.append(value)
+    if f.rate_class:
+        where.append("rate_class <> ''")  # lets the planners use the classed-only index
     dialect = conn.dialect
     kinds = None
     if (f.kind_prefix and dialect.name == "sqlite"
@@ -250,7 +252,8 @@ def rate_classes(conn: Connection, now: int) -> list[dict[str, Any]]:
         bucket = RateBucket.load(row[1:], now)
         waiting = conn.execute(
             "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE rate_class = ? "
-            "AND state = 'available' LIMIT 100000) AS waiting", (row[0],),
+            "AND rate_class <> '' AND state = 'available' LIMIT 100000) AS waiting",
+            (row[0],),
         ).fetchone()[0]
         out.append({
             "name": row[0],
