@@ -16,11 +16,9 @@ and sends its NOTIFY in its own transaction too. Everything else takes the funct
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 import psycopg
-from psycopg.pq import TransactionStatus
 
 from headgate.adapters.sql import enqueue as shared
 from headgate.core import Backpressure, Envelope, IdConflict, InvalidInput, Quarantined
@@ -122,21 +120,6 @@ def call(raw: psycopg.Connection, envs: Sequence[Envelope], origin: str | None) 
     if outcome == "backpressure":
         raise Backpressure(subject, int(limit), int(current), int(incoming))
     return set(queues)
-
-
-@contextmanager
-def autocommit(raw: psycopg.Connection) -> Iterator[psycopg.Connection]:
-    """One statement as its own transaction: no BEGIN and no COMMIT round trip. The
-    pool's connections are transactional, so the setting goes back before it is
-    returned, or the connection is closed so the pool replaces it."""
-    raw.autocommit = True
-    try:
-        yield raw
-    finally:
-        if not raw.closed and raw.info.transaction_status == TransactionStatus.IDLE:
-            raw.autocommit = False
-        else:
-            raw.close()
 
 
 def shared_enqueue(

@@ -77,8 +77,8 @@ class PostgresStore(ServerAdmission, SqlStore):
             if result.duplicate is not None:
                 raise result.duplicate
             return result.ids
-        with self.db.transaction() as conn, enqueue.autocommit(conn.raw) as raw:
-            queues = enqueue.call(raw, envs, origin)
+        with self.db.autocommit() as conn:
+            queues = enqueue.call(conn.raw, envs, origin)
         if queues:
             self.activity.publish(queues)
         return [e.id for e in envs]  # type: ignore[misc]

@@ -5,6 +5,11 @@ queues by weight; within a queue, draw from partitions by deficit round robin; f
 candidate check sticky worker, quarantine, rate class and concurrency ceiling; claim the
 survivors with one lease id. Candidates are scanned by light columns first and only the
 claimed rows are read in full, so a blocked backlog never costs payload reads.
+
+This is SQLite's admission. On PostgreSQL the same decision is the server-side function
+headgate_admit() (db/postgres/0005_server_admission.sql, called from
+headgate/adapters/postgres/admission.py): a policy change must be made in both, and
+tests/test_postgres_server_side.py replays scenarios through both and compares them.
 """
 
 from __future__ import annotations
