@@ -111,6 +111,9 @@ class _TickInserter:
         envs = [e if e.fingerprint and e.id else e.validated() for e in envelopes]
         ids = [e.id for e in envs]
         with self.store.db.write() as (conn, now):
+            # Queue locks first, the order every job-state transaction takes them in
+            # (else a tick's insert and a worker's ack+admit can deadlock on PostgreSQL).
+            conn.dialect.lock_queues(conn, {e.queue for e in envs})
             marks = ", ".join("?" * len(ids))
             before = {r[0] for r in conn.execute(
                 f"SELECT id FROM jobs WHERE id IN ({marks})", ids)}
