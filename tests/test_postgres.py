@@ -4,13 +4,13 @@ wake-ups across processes, a poll-only mode, and surviving a server restart."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 from conftest import _pg_database, pg_available
+from support import pg_ctl
 
 import headgate
 from headgate import Client, Outcome, StoreUnavailable, open_store
@@ -120,16 +120,6 @@ def test_store_clock_is_the_database_clock(pg_url: str) -> None:
         store.close()
 
 
-def _pg_ctl(*args: str) -> None:
-    bin_dir = os.environ["HG_TEST_PG_BIN"]
-    data = os.environ["HG_TEST_PG_DATA"]
-    user = os.environ.get("HG_TEST_PG_OSUSER", "")
-    cmd = [f"{bin_dir}/pg_ctl", "-D", data, *args]
-    if os.geteuid() == 0 and user and user != "root":
-        cmd = ["runuser", "-u", user, "--", *cmd]
-    subprocess.run(cmd, check=True, cwd="/tmp", capture_output=True, timeout=60)
-
-
 @pytest.mark.skipif(not os.environ.get("HG_TEST_PG_DATA"), reason="needs the test cluster")
 def test_server_restart_is_survived(pg_url: str) -> None:
     store = open_store(pg_url)
@@ -139,7 +129,7 @@ def test_server_restart_is_survived(pg_url: str) -> None:
             [headgate.Envelope(kind="k", payload=b"%d" % i, queue="rs") for i in range(20)]
         )
         claims = store.admit("w", ["rs"], 5, lease_ms=60_000)
-        _pg_ctl("stop", "-m", "fast", "-w")
+        pg_ctl("stop", "-m", "fast", "-w")
         try:
             with pytest.raises(StoreUnavailable) as err:
                 client.enqueue("k", b"during", queue="rs")
@@ -147,7 +137,7 @@ def test_server_restart_is_survived(pg_url: str) -> None:
             with pytest.raises(StoreUnavailable):
                 store.ping()
         finally:
-            _pg_ctl("start", "-w", "-l", os.path.join(os.path.dirname(
+            pg_ctl("start", "-w", "-l", os.path.join(os.path.dirname(
                 os.environ["HG_TEST_PG_DATA"]), "postgres.log"))
         assert wait_for(lambda: _ping(store), timeout=20)
         # The leases taken before the outage are still good; nothing was lost.

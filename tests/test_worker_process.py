@@ -10,13 +10,13 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support import headgate_cmd, wait_for
 
 import headgate
 from headgate import Envelope, State, Store
@@ -24,23 +24,6 @@ from headgate import Envelope, State, Store
 TESTS_DIR = Path(__file__).resolve().parent
 APP = "test_worker_app:make_worker"
 OUTCOME_LINE = re.compile(r"INFO headgate.worker: job \S+ \S+ run \d+: ")
-
-
-def headgate_cmd() -> list[str]:
-    script = Path(sys.executable).with_name("headgate")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "headgate.cli"]
-
-
-def wait_for(predicate: Callable[[], object], timeout: float, what: str,
-             interval: float = 0.02) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 class WorkerProcess:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from support import wait_for
 from test_worker_app import register_all
 
 import headgate
@@ -23,17 +24,6 @@ from headgate.worker.context import AttemptGate
 
 FAST = {"heartbeat_ms": 100, "poll_ceiling_ms": 50, "kill_grace_ms": 300,
         "timeout_grace_ms": 300, "lease_ms": 1500}
-
-
-def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
 
 
 def state_of(store: Store, job_id: str) -> State | None:

@@ -17,18 +17,17 @@ import os
 import signal
 import socket
 import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import headgate_cmd, pg_ctl, wait_for  # noqa: F401 - re-exported for the fault tests
 
 import headgate
 from headgate import Job, JobFilter, State, Store
@@ -39,25 +38,7 @@ TERMINAL = {"completed", "archived", "cancelled", "quarantined", "undecodable"}
 LIVE = {"pending", "scheduled", "available", "running", "retryable"}
 
 
-# -- waiting ---------------------------------------------------------------------------
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
-             interval: float = 0.05) -> Any:
-    """Poll until `predicate()` is truthy; its value. Fails after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {what}")
-        time.sleep(interval)
-
-
-def headgate_cmd() -> list[str]:
-    script = Path(sys.executable).with_name("headgate")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "headgate.cli"]
-
+# -- processes -------------------------------------------------------------------------
 
 def child_env(fault_dir: Path, **extra: str) -> dict[str, str]:
     """The parent's environment without HG_* settings (the CLI gets --store), with the
@@ -279,17 +260,6 @@ def api_enqueue(base: str, kind: str, payload: bytes, key: str, **fields: Any
 
 def pg_cluster_available() -> bool:
     return bool(os.environ.get("HG_TEST_PG_DATA") and os.environ.get("HG_TEST_PG_BIN"))
-
-
-def pg_ctl(*args: str) -> None:
-    """pg_ctl on the test cluster, as the OS user that owns it (as test.sh set it up)."""
-    bin_dir = os.environ["HG_TEST_PG_BIN"]
-    data = os.environ["HG_TEST_PG_DATA"]
-    user = os.environ.get("HG_TEST_PG_OSUSER", "")
-    cmd = [f"{bin_dir}/pg_ctl", "-D", data, *args]
-    if os.geteuid() == 0 and user and user != "root":
-        cmd = ["runuser", "-u", user, "--", *cmd]
-    subprocess.run(cmd, check=True, cwd="/tmp", capture_output=True, timeout=60)
 
 
 def pg_stop() -> None:

@@ -71,29 +71,9 @@ def _row(e: Envelope) -> list:
 
 
 def _columns(envs: Sequence[Envelope]) -> list[list]:
-    """One list per column (a comprehension each is cheaper than per-row tuples),
-    shortened to one element where the whole batch holds one value."""
-    columns = [
-        [e.id for e in envs],
-        [e.kind for e in envs],
-        [e.schema_version for e in envs],
-        [e.payload for e in envs],
-        [e.fingerprint for e in envs],
-        [e.queue for e in envs],
-        [e.priority for e in envs],
-        [e.partition_key for e in envs],
-        [e.rate_class for e in envs],
-        [e.weight for e in envs],
-        [e.scheduled_at_ms for e in envs],
-        [e.max_attempts for e in envs],
-        [e.retention_ms for e in envs],
-        [_tags(e) for e in envs],
-        [e.sticky_worker for e in envs],
-        [_headers(e) for e in envs],
-        [e.periodic_schedule_id for e in envs],
-        [e.periodic_tick_ms for e in envs],
-        [e.pending for e in envs],
-    ]
+    """One list per column, shortened to one element where the whole batch holds one
+    value (the server repeats it)."""
+    columns = [list(values) for values in zip(*map(_row, envs), strict=True)]
     n = len(envs)
     # ids differ within a batch; count() compares in C, identity first.
     return columns[:1] + [

@@ -1,0 +1,43 @@
+"""Helpers several test modules share: polling for a condition, the `headgate` command
+of this interpreter, and pg_ctl on the throw-away PostgreSQL cluster scripts/test.sh
+sets up."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
+             interval: float = 0.02) -> Any:
+    """Poll until `predicate()` is truthy; its value. Fails after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.1f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def pg_ctl(*args: str) -> None:
+    """pg_ctl on the test cluster, as the OS user that owns it (as test.sh set it up)."""
+    bin_dir = os.environ["HG_TEST_PG_BIN"]
+    data = os.environ["HG_TEST_PG_DATA"]
+    user = os.environ.get("HG_TEST_PG_OSUSER", "")
+    cmd = [f"{bin_dir}/pg_ctl", "-D", data, *args]
+    if os.geteuid() == 0 and user and user != "root":
+        cmd = ["runuser", "-u", user, "--", *cmd]
+    subprocess.run(cmd, check=True, cwd="/tmp", capture_output=True, timeout=60)
+
+
+def headgate_cmd() -> list[str]:
+    """The console script installed next to this interpreter, else the module."""
+    script = Path(sys.executable).with_name("headgate")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "headgate.cli"]
