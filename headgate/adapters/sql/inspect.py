@@ -6,24 +6,17 @@ keyset scans over indexes that match their ORDER BY.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections import defaultdict
 from typing import Any
 
-from headgate.core import STORED_STATES, UNFINISHED, Job, JobFilter, JobPage, State
+from headgate.core import STORED_STATES, UNFINISHED, Job, State
 from headgate.core.errors import InvalidInput
 from headgate.core.job import Blob, Progress
 
 from .admission import RateBucket
 from .conn import Connection
 from .rows import JOB_COLUMNS, JOB_COLUMNS_WITH_PAYLOAD, minute, row_to_job
-
-MAX_PAGE = 200
-# Each tags_all value is one EXISTS term: thousands of them exceed SQLite's expression
-# depth (an error, not an answer). A job holds at most 32 tags anyway.
-MAX_TAG_FILTERS = 100
 
 
 def get_job(conn: Connection, job_id: str, include_payload: bool) -> Job | None:
@@ -55,112 +48,6 @@ def get_progress(conn: Connection, job_id: str) -> Progress | None:
         (job_id,),
     ).fetchone()
     return Progress(*row) if row else None
-
-
-def encode_cursor(job_id: str) -> str:
-    return base64.urlsafe_b64encode(job_id.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> str:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        job_id = base64.urlsafe_b64decode(padded.encode()).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise InvalidInput("invalid cursor") from exc
-    if "\x00" in job_id:  # no id holds one, and PostgreSQL text cannot
-        raise InvalidInput("invalid cursor")
-    return job_id
-
-
-# SQLite pages a kind prefix alone by sorting every job of the matching kinds (0.6–1.6 s
-# for `send_` among 1M jobs: its planner takes the kind range of jobs_kind_id, then sorts
-# by id). A prefix covers few kinds, so each is paged from (kind, id) and the pages
-# merged; past this many kinds the plain query runs. With a queue or a state the plain
-# query already walks (queue, id) or (state, id) newest first. PostgreSQL's
-# starts_with() plan walks the primary key instead, and its collation need not keep a
-# prefix's kinds together, so it keeps the plain query.
-MAX_PREFIX_KINDS = 32
-FIRST_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind >= ? AND kind < ? || char(1114111) "
-                     "ORDER BY kind LIMIT 1")
-NEXT_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind > ? AND kind < ? || char(1114111) "
-                    "ORDER BY kind LIMIT 1")
-
-
-def _prefix_kinds(conn: Connection, prefix: str) -> list[str] | None:
-    """The kinds starting with `prefix` (SQLite's binary order keeps them together), one
-    jobs_kind_id probe each; None when there are more than MAX_PREFIX_KINDS."""
-    kinds: list[str] = []
-    row = conn.execute(FIRST_PREFIX_KIND, (prefix, prefix)).fetchone()
-    while row is not None:
-        if len(kinds) == MAX_PREFIX_KINDS:
-            return None
-        kinds.append(row[0])
-        row = conn.execute(NEXT_PREFIX_KIND, (row[0], prefix)).fetchone()
-    return kinds
-
-
-def list_jobs(
-    conn: Connection, now: int, f: JobFilter, cursor: str | None, limit: int,
-    include_payload: bool,
-) -> JobPage:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-        raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}")
-    if len(f.tags_all) > MAX_TAG_FILTERS or len(f.tags_any) > MAX_TAG_FILTERS:
-        raise InvalidInput(f"at most {MAX_TAG_FILTERS} tags in a filter")
-    where, params = [], []
-    if f.state is not None:
-        if f.state not in {s.value for s in STORED_STATES}:
-            raise InvalidInput(f"unknown state `{f.state}`")
-        where.append("state = ?")
-        params.append(f.state)
-    for column, value in (
-        ("id", f.id), ("queue", f.queue), ("kind", f.kind), ("partition_key", f.partition_key),
-        ("rate_class", f.rate_class), ("fingerprint", f.fingerprint), ("priority", f.priority),
-    ):
-        if value is not None:
-            where.append(f"{column} = ?")
-            params.append(value)
-    if f.rate_class:
-        where.append("rate_class <> ''")  # lets the planners use the classed-only index
-    dialect = conn.dialect
-    kinds = None
-    if (f.kind_prefix and dialect.name == "sqlite"
-            and f.kind is None and f.queue is None and f.state is None):
-        kinds = _prefix_kinds(conn, f.kind_prefix)
-    if f.kind_prefix and kinds is None:
-        # The prefix is data, never a pattern: no LIKE.
-        where.append(dialect.prefix_test("kind"))
-        params += [f.kind_prefix] * where[-1].count("?")
-    for tag in f.tags_all:
-        where.append(dialect.tag_test("?"))
-        params.append(tag)
-    if f.tags_any:
-        where.append(dialect.tag_test(",".join("?" * len(f.tags_any))))
-        params += list(f.tags_any)
-    if f.older_than_ms is not None:
-        where.append("enqueued_at_ms < ?")
-        params.append(now - f.older_than_ms)
-    if cursor:
-        where.append("id < ?")
-        params.append(decode_cursor(cursor))
-    cols = JOB_COLUMNS_WITH_PAYLOAD if include_payload else JOB_COLUMNS
-    if kinds is None:
-        sql = f"SELECT {cols} FROM jobs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        rows = conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit + 1)).fetchall()
-    else:
-        # Each kind's newest page, merged: text ids sort the same in Python as in
-        # SQLite (code point order is UTF-8 byte order).
-        sql = f"SELECT {cols} FROM jobs WHERE " + " AND ".join(["kind = ?", *where])
-        sql += " ORDER BY id DESC LIMIT ?"
-        rows = []
-        for kind in kinds:
-            rows += conn.execute(sql, (kind, *params, limit + 1)).fetchall()
-        rows = sorted(rows, key=lambda r: r[0], reverse=True)[:limit + 1]
-    jobs = [row_to_job(r) for r in rows[:limit]]
-    next_cursor = encode_cursor(jobs[-1].id) if len(rows) > limit else None
-    return JobPage(jobs, next_cursor)
 
 
 def counts(conn: Connection, queue: str | None) -> dict[str, int]:

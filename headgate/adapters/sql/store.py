@@ -23,7 +23,7 @@ from headgate.core.envelope import check_int, check_text
 from headgate.core.job import Blob, Progress
 from headgate.store.port import Store
 
-from . import admission, control, enqueue, inspect, lifecycle
+from . import admission, control, enqueue, inspect, job_pages, lifecycle
 from .ops_store import OpsStoreMixin
 from .periodic_store import PeriodicMixin
 from .rows import bump_history
@@ -292,7 +292,8 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
     def list_jobs(self, filter: JobFilter, cursor: str | None = None, limit: int = 50,
                   include_payload: bool = False) -> JobPage:
         with self.db.read() as conn:
-            return inspect.list_jobs(conn, self.now_ms(), filter, cursor, limit, include_payload)
+            return job_pages.list_jobs(conn, self.now_ms(), filter, cursor, limit,
+                                       include_payload)
 
     def counts(self, queue: str | None = None) -> dict[str, int]:
         with self.db.read() as conn:

@@ -1,0 +1,153 @@
+"""Job pages: filters, keyset cursors, newest first, flat as the table grows.
+
+A page is ``ORDER BY id DESC LIMIT n`` over an index that starts with the filter's
+equalities. `jobs` keeps few indexes (each costs every write), so a filter with no index
+of its own is split into branches that have one, each branch paged the same way and the
+pages merged: a state alone pages each queue holding jobs in that state over
+(queue, state, id); a queue alone pages each of its states; a kind prefix on SQLite pages
+each matching kind over (kind, id). Text ids sort the same in Python as in both
+databases' keyset comparison (code point order), so the merge is exact.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from headgate.core import STORED_STATES, JobFilter, JobPage
+from headgate.core.errors import InvalidInput
+
+from .conn import Connection
+from .rows import JOB_COLUMNS, JOB_COLUMNS_WITH_PAYLOAD, row_to_job
+
+MAX_PAGE = 200
+# Each tags_all value is one EXISTS term: thousands of them exceed SQLite's expression
+# depth (an error, not an answer). A job holds at most 32 tags anyway.
+MAX_TAG_FILTERS = 100
+# Past this many branches one plain query is cheaper than the merge.
+MAX_BRANCHES = 64
+
+# SQLite pages a kind prefix alone by sorting every job of the matching kinds (0.6–1.6 s
+# for `send_` among 1M jobs: its planner takes the kind range of jobs_kind_id, then sorts
+# by id), so each kind is a branch. PostgreSQL's starts_with() plan walks the primary
+# key instead, and its collation need not keep a prefix's kinds together, so it keeps
+# the plain query.
+FIRST_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind >= ? AND kind < ? || char(1114111) "
+                     "ORDER BY kind LIMIT 1")
+NEXT_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind > ? AND kind < ? || char(1114111) "
+                    "ORDER BY kind LIMIT 1")
+QUEUES_IN_STATE = "SELECT queue FROM queue_counts WHERE state = ? AND n > 0 ORDER BY queue"
+STATES_OF_QUEUE = "SELECT state FROM queue_counts WHERE queue = ? AND n > 0 ORDER BY state"
+
+
+def encode_cursor(job_id: str) -> str:
+    return base64.urlsafe_b64encode(job_id.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        job_id = base64.urlsafe_b64decode(padded.encode()).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise InvalidInput("invalid cursor") from exc
+    if "\x00" in job_id:  # no id holds one, and PostgreSQL text cannot
+        raise InvalidInput("invalid cursor")
+    return job_id
+
+
+def _prefix_kinds(conn: Connection, prefix: str) -> list[str] | None:
+    """The kinds starting with `prefix` (SQLite's binary order keeps them together), one
+    jobs_kind_id probe each; None when there are more than MAX_BRANCHES."""
+    kinds: list[str] = []
+    row = conn.execute(FIRST_PREFIX_KIND, (prefix, prefix)).fetchone()
+    while row is not None:
+        if len(kinds) == MAX_BRANCHES:
+            return None
+        kinds.append(row[0])
+        row = conn.execute(NEXT_PREFIX_KIND, (row[0], prefix)).fetchone()
+    return kinds
+
+
+def _branches(conn: Connection, f: JobFilter) -> tuple[str, list[Any]] | None:
+    """(column, values) to page one by one and merge, or None for one plain query.
+
+    Only filters whose own index is missing branch. Another indexed equality (id, kind,
+    the classed rate-class index, the quarantined-fingerprint index) is left to the
+    planner, which pages it directly."""
+    if f.id is not None or f.kind is not None or f.rate_class or f.fingerprint is not None:
+        return None
+    if f.kind_prefix and conn.dialect.name == "sqlite" and f.queue is None and f.state is None:
+        kinds = _prefix_kinds(conn, f.kind_prefix)
+        return None if kinds is None else ("kind", kinds)
+    if f.state is not None and f.queue is None:
+        values = [r[0] for r in conn.execute(QUEUES_IN_STATE, (f.state,))]
+        return None if len(values) > MAX_BRANCHES else ("queue", values)
+    if f.queue is not None and f.state is None:
+        return "state", [r[0] for r in conn.execute(STATES_OF_QUEUE, (f.queue,))]
+    return None
+
+
+def _where(conn: Connection, now: int, f: JobFilter) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    if f.state is not None:
+        if f.state not in {s.value for s in STORED_STATES}:
+            raise InvalidInput(f"unknown state `{f.state}`")
+        where.append("state = ?")
+        params.append(f.state)
+    for column, value in (
+        ("id", f.id), ("queue", f.queue), ("kind", f.kind), ("partition_key", f.partition_key),
+        ("rate_class", f.rate_class), ("fingerprint", f.fingerprint), ("priority", f.priority),
+    ):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if f.rate_class:
+        where.append("rate_class <> ''")  # lets the planners use the classed-only index
+    for tag in f.tags_all:
+        where.append(conn.dialect.tag_test("?"))
+        params.append(tag)
+    if f.tags_any:
+        where.append(conn.dialect.tag_test(",".join("?" * len(f.tags_any))))
+        params += list(f.tags_any)
+    if f.older_than_ms is not None:
+        where.append("enqueued_at_ms < ?")
+        params.append(now - f.older_than_ms)
+    return where, params
+
+
+def list_jobs(
+    conn: Connection, now: int, f: JobFilter, cursor: str | None, limit: int,
+    include_payload: bool,
+) -> JobPage:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}")
+    if len(f.tags_all) > MAX_TAG_FILTERS or len(f.tags_any) > MAX_TAG_FILTERS:
+        raise InvalidInput(f"at most {MAX_TAG_FILTERS} tags in a filter")
+    where, params = _where(conn, now, f)
+    if cursor:
+        where.append("id < ?")
+        params.append(decode_cursor(cursor))
+    branches = _branches(conn, f)
+    if f.kind_prefix and (branches is None or branches[0] != "kind"):
+        # The prefix is data, never a pattern: no LIKE.
+        where.append(conn.dialect.prefix_test("kind"))
+        params += [f.kind_prefix] * where[-1].count("?")
+    cols = JOB_COLUMNS_WITH_PAYLOAD if include_payload else JOB_COLUMNS
+    if branches is None:
+        sql = f"SELECT {cols} FROM jobs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        rows = conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit + 1)).fetchall()
+    else:
+        column, values = branches
+        sql = f"SELECT {cols} FROM jobs WHERE " + " AND ".join([f"{column} = ?", *where])
+        sql += " ORDER BY id DESC LIMIT ?"
+        rows = []
+        for value in values:
+            rows += conn.execute(sql, (value, *params, limit + 1)).fetchall()
+        rows = sorted(rows, key=lambda r: r[0], reverse=True)[:limit + 1]
+    jobs = [row_to_job(r) for r in rows[:limit]]
+    next_cursor = encode_cursor(jobs[-1].id) if len(rows) > limit else None
+    return JobPage(jobs, next_cursor)
