@@ -2,11 +2,11 @@
 
 A page is ``ORDER BY id DESC LIMIT n`` over an index that starts with the filter's
 equalities. `jobs` keeps few indexes (each costs every write), so a filter with no index
-of its own is split into branches that have one, each branch paged the same way and the
-pages merged: a state alone pages each queue holding jobs in that state over
-(queue, state, id); a queue alone pages each of its states; a kind prefix on SQLite pages
-each matching kind over (kind, id). Text ids sort the same in Python as in both
-databases' keyset comparison (code point order), so the merge is exact.
+of its own can be split into branches that have one, each branch paged the same way and
+the pages merged: a state alone pages each queue holding jobs in that state over
+(queue, state, id); a kind prefix on SQLite pages each matching kind over (kind, id).
+Text ids sort the same in Python as in both databases' keyset comparison (code point
+order), so the merge is exact.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ FIRST_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind >= ? AND kind < ? || char
 NEXT_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind > ? AND kind < ? || char(1114111) "
                     "ORDER BY kind LIMIT 1")
 QUEUES_IN_STATE = "SELECT queue FROM queue_counts WHERE state = ? AND n > 0 ORDER BY queue"
-STATES_OF_QUEUE = "SELECT state FROM queue_counts WHERE queue = ? AND n > 0 ORDER BY state"
 
 
 def encode_cursor(job_id: str) -> str:
@@ -72,19 +71,16 @@ def _prefix_kinds(conn: Connection, prefix: str) -> list[str] | None:
 def _branches(conn: Connection, f: JobFilter) -> tuple[str, list[Any]] | None:
     """(column, values) to page one by one and merge, or None for one plain query.
 
-    Only filters whose own index is missing branch. Another indexed equality (id, kind,
-    the classed rate-class index, the quarantined-fingerprint index) is left to the
-    planner, which pages it directly."""
-    if f.id is not None or f.kind is not None or f.rate_class or f.fingerprint is not None:
-        return None
-    if f.kind_prefix and conn.dialect.name == "sqlite" and f.queue is None and f.state is None:
-        kinds = _prefix_kinds(conn, f.kind_prefix)
-        return None if kinds is None else ("kind", kinds)
-    if f.state is not None and f.queue is None:
+    A branch that holds no match walks its whole range, so only filters every branch
+    answers from its index alone branch: a state alone, or (SQLite) a kind prefix
+    alone. Anything else walks one index newest first and filters."""
+    if f == JobFilter(state=f.state) and f.state is not None:
         values = [r[0] for r in conn.execute(QUEUES_IN_STATE, (f.state,))]
         return None if len(values) > MAX_BRANCHES else ("queue", values)
-    if f.queue is not None and f.state is None:
-        return "state", [r[0] for r in conn.execute(STATES_OF_QUEUE, (f.queue,))]
+    if (f.kind_prefix and conn.dialect.name == "sqlite" and f.kind is None
+            and f.queue is None and f.state is None):
+        kinds = _prefix_kinds(conn, f.kind_prefix)
+        return None if kinds is None else ("kind", kinds)
     return None
 
 
