@@ -36,9 +36,9 @@ def test_transactional_enqueue_commits_with_the_caller(pg_url: str) -> None:
     store = open_store(pg_url)
     watcher = open_store(pg_url)  # stands in for a worker in another process
     try:
-        assert watcher._listener.connected.wait(5)
         heard: list[frozenset[str]] = []
         watcher.activity.subscribe(heard.append)
+        assert watcher.listening(5)
         client = Client(store)
 
         with psycopg.connect(pg_url) as conn:
@@ -64,7 +64,7 @@ def test_notify_wakes_another_process_store(pg_url: str) -> None:
     producer = open_store(pg_url)
     worker = open_store(pg_url)
     try:
-        assert worker._listener.connected.wait(5)
+        assert worker.listening(5)
         seq = worker.activity.seq
         started = time.monotonic()
         Client(producer).enqueue("k", b"", queue="wake")
@@ -84,7 +84,7 @@ def test_capabilities_and_poll_only_mode(pg_url: str) -> None:
     try:
         assert notifying.capabilities() == ("transactional", "notifying", "inspect")
         assert polling.capabilities() == ("transactional", "inspect")
-        assert polling._listener is None
+        assert not polling.listening(0.2)
         # Poll-only still works: enqueue and admit through polling.
         job_id = Client(polling).enqueue("k", b"p", queue="poll")
         claims = polling.admit("w", ["poll"], 5)
@@ -94,6 +94,39 @@ def test_capabilities_and_poll_only_mode(pg_url: str) -> None:
     finally:
         polling.close()
         notifying.close()
+
+
+def _listen_connections(pg_url: str) -> int:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND query = 'LISTEN headgate'"
+        ).fetchone()[0]
+
+
+def test_only_a_store_someone_listens_to_holds_a_listen_connection(pg_url: str) -> None:
+    """A producer would only hear its own enqueues: no LISTEN connection until a
+    subscriber (a worker, a live view) asks for activity, and then exactly one."""
+    producer = open_store(pg_url)
+    try:
+        Client(producer).enqueue_many(
+            [headgate.Envelope(kind="k", payload=b"%d" % i, queue="lazy") for i in range(3)])
+        time.sleep(0.3)
+        assert _listen_connections(pg_url) == 0
+        heard: list[frozenset[str]] = []
+        producer.activity.subscribe(heard.append)
+        producer.activity.subscribe(heard.append)
+        assert producer.listening(5)
+        assert _listen_connections(pg_url) == 1
+        other = open_store(pg_url)
+        try:
+            Client(other).enqueue("k", b"", queue="lazy")
+        finally:
+            other.close()
+        assert wait_for(lambda: any("lazy" in q for q in heard))
+    finally:
+        producer.close()
+    assert wait_for(lambda: _listen_connections(pg_url) == 0)
 
 
 def test_sqlite_has_neither_capability(tmp_path) -> None:
@@ -125,6 +158,7 @@ def test_server_restart_is_survived(pg_url: str) -> None:
     store = open_store(pg_url)
     client = Client(store)
     try:
+        assert store.listening(5)
         before = client.enqueue_many(
             [headgate.Envelope(kind="k", payload=b"%d" % i, queue="rs") for i in range(20)]
         )
@@ -148,7 +182,7 @@ def test_server_restart_is_survived(pg_url: str) -> None:
         assert counts["completed"] == 5
         assert counts["available"] == len(before) - 5 + 1
         assert store.get_job(after) is not None
-        assert store._listener is not None and store._listener.connected.wait(10)
+        assert store.listening(10)  # the LISTEN connection came back by itself
     finally:
         store.close()
 

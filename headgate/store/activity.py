@@ -14,10 +14,24 @@ Listener = Callable[[frozenset[str]], None]
 
 
 class ActivityHub:
-    def __init__(self) -> None:
+    """`on_first_interest` runs once, when someone first subscribes or waits: a source
+    that costs something to keep (PostgreSQL's LISTEN connection and thread) starts only
+    in a process that listens, not in every producer."""
+
+    def __init__(self, on_first_interest: Callable[[], None] | None = None) -> None:
         self._cond = threading.Condition()
         self._seq = 0
         self._listeners: list[Listener] = []
+        self._on_first_interest = on_first_interest
+
+    def interested(self) -> None:
+        """Start the on-first-interest source now, if it has not started."""
+        if self._on_first_interest is None:
+            return
+        with self._cond:
+            start, self._on_first_interest = self._on_first_interest, None
+        if start is not None:
+            start()
 
     @property
     def seq(self) -> int:
@@ -38,6 +52,7 @@ class ActivityHub:
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         with self._cond:
             self._listeners.append(listener)
+        self.interested()
 
         def unsubscribe() -> None:
             with self._cond:
@@ -48,6 +63,7 @@ class ActivityHub:
 
     def wait(self, since_seq: int, timeout: float) -> int:
         """Block until activity after `since_seq` or timeout; returns the current seq."""
+        self.interested()
         with self._cond:
             if self._seq == since_seq:
                 self._cond.wait(timeout)

@@ -29,14 +29,28 @@ class PostgresStore(ServerAdmission, SqlStore):
         self.url = url
         self.path = url
         self.db = PgDatabase(url, max_size=pool_max, statement_timeout_ms=statement_timeout_ms)
-        self.activity = ActivityHub()
+        # The LISTEN connection starts with the first subscriber (a worker, a live view):
+        # a producer would only hear its own enqueues, each a wake-up of a thread here
+        # and of a backend there.
+        self.activity = ActivityHub(self._listen if notify else None)
+        self._listener: Listener | None = None
+        self._closed = False
         self.crash_limit = crash_limit
         self.notify = notify
         self.origin = new_origin()
         if migrate:
             self.db.migrate()
-        self._listener = Listener(url, self.activity, self.origin) if notify else None
         self._notifier = Notifier(url, self.origin) if notify else None
+
+    def _listen(self) -> None:
+        if not self._closed:
+            self._listener = Listener(self.url, self.activity, self.origin)
+
+    def listening(self, timeout: float) -> bool:
+        """Start listening if nothing has yet, and wait until the LISTEN is in place:
+        True once notifications from other processes reach this store's hub."""
+        self.activity.interested()
+        return self._listener is not None and self._listener.connected.wait(timeout)
 
     def capabilities(self) -> tuple[str, ...]:
         caps = ["transactional", "inspect"]
@@ -48,6 +62,7 @@ class PostgresStore(ServerAdmission, SqlStore):
         return self.db.now_ms()
 
     def close(self) -> None:
+        self._closed = True
         if self._listener is not None:
             self._listener.close()
         if self._notifier is not None:
