@@ -371,6 +371,18 @@ def test_ceiling_applies_to_the_empty_partition_too(store: Store) -> None:
     assert len(store.admit("w", [Q], capacity=10)) == 2
 
 
+def test_ceiling_holds_across_the_work_conserving_pass(store: Store) -> None:
+    """A queue served twice in one admit (its share, then what an empty queue left)
+    counts what its first pass claimed against the ceiling."""
+    store.upsert_concurrency_limit("two", queue="capped", max_concurrent=2)
+    enqueue_n(store, 5, queue="capped")
+    enqueue_n(store, 1, queue="idle")  # the queue exists and is active, then empties
+    (drained,) = store.admit("w", ["idle"], capacity=1)
+    store.ack(drained, Outcome.SUCCESS)
+    claims = store.admit("w", ["capped", "idle"], capacity=4)
+    assert [c.job.queue for c in claims] == ["capped", "capped"]
+
+
 def test_ceiling_discard_deletes_the_incoming_job(store: Store) -> None:
     store.upsert_concurrency_limit("one", queue=Q, max_concurrent=1, on_saturated="discard")
     ids = enqueue_n(store, 3, partition_key="t")

@@ -266,19 +266,26 @@ def _admit_queue(gate: Gate, queue: str, want: int, quantum: int | None) -> int:
     start = next((i for i, p in enumerate(parts) if p[0] > rr_cursor), 0)
     parts = parts[start:] + parts[:start]
     q = quantum or max(1, math.ceil(want / len(parts)))
-    for key, deficit, _ in parts:
-        gate.loaded_deficits.setdefault((queue, key), deficit)
-    deficits = {p[0]: gate.deficits.get((queue, p[0]), p[1]) for p in parts}
-    base_running = {p[0]: p[2] for p in parts}
-    running = {k: n + gate.running_delta.get((queue, k), 0) for k, n in base_running.items()}
-    active = [p[0] for p in parts]
+    # A queue may have thousands of partitions and an admit visits a few: a partition's
+    # deficit and running count are read on its first visit, and only visited ones are
+    # written back.
+    deficits: dict[str, int] = {}
+    running: dict[str, int] = {}
+    base_running: dict[str, int] = {}
+    active = parts
     remaining, last_served = want, rr_cursor
     while remaining > 0 and active:
         still = []
-        for key in active:
+        for part in active:
             if remaining <= 0:
-                still.append(key)
+                still.append(part)
                 continue
+            key = part[0]
+            if key not in deficits:
+                gate.loaded_deficits.setdefault((queue, key), part[1])
+                deficits[key] = gate.deficits.get((queue, key), part[1])
+                base_running[key] = part[2]
+                running[key] = part[2] + gate.running_delta.get((queue, key), 0)
             deficits[key] += q
             take = min(deficits[key], remaining)
             got = _take(gate, queue, key, take, running)
@@ -289,7 +296,7 @@ def _admit_queue(gate: Gate, queue: str, want: int, quantum: int | None) -> int:
             if got < take:
                 deficits[key] = 0  # drained or blocked: DRR forgets its credit
             else:
-                still.append(key)
+                still.append(part)
         active = still
     for key, deficit in deficits.items():
         gate.deficits[(queue, key)] = deficit

@@ -26,7 +26,7 @@ from headgate.core.envelope import (
 )
 
 from .conn import Connection
-from .rows import bump_history
+from .rows import BUMP_ARRIVED_ONE, bump_history, minute
 
 DEFAULT_RETENTION_MS = 24 * 3_600_000
 CHUNK = 500
@@ -185,7 +185,7 @@ def _enqueue_one(conn: Connection, now: int, env: Envelope, quarantined: bool,
     if not has_queue:
         conn.execute(ENSURE_QUEUE, (env.queue, now))
     conn.execute(INSERT_ONE, _insert_row(env, now))
-    bump_history(conn, now, {env.queue: {"arrived": 1}})
+    conn.execute(BUMP_ARRIVED_ONE, (env.queue, minute(now)))
     result.inserted = 1
     return result
 

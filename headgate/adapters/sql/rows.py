@@ -65,6 +65,11 @@ def minute(now: int) -> int:
     return now - now % 60_000
 
 
+# The single enqueue's share of BUMP_HISTORY, without building the generic row.
+BUMP_ARRIVED_ONE = """
+INSERT INTO queue_history (queue, bucket_ms, arrived) VALUES (?, ?, 1)
+ON CONFLICT (queue, bucket_ms) DO UPDATE SET arrived = queue_history.arrived + 1
+"""
 BUMP_HISTORY = """
 INSERT INTO queue_history (queue, bucket_ms, arrived, completed, failed,
     rejected_rate_class, rejected_concurrency_limit, rejected_quarantine)
