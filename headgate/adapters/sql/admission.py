@@ -278,8 +278,7 @@ def _admit_queue(gate: Gate, queue: str, want: int, quantum: int | None) -> int:
         still = []
         for part in active:
             if remaining <= 0:
-                still.append(part)
-                continue
+                break  # the round ends here, and so does the loop
             key = part[0]
             if key not in deficits:
                 gate.loaded_deficits.setdefault((queue, key), part[1])
