@@ -21,6 +21,7 @@ from headgate.core.ids import new_id
 from headgate.core.transitions import sources_of
 
 from . import control
+from .job_pages import MAX_BRANCHES
 
 # The operator event each bulk action applies; None = the row is deleted outright.
 ACTIONS: dict[str, str | None] = {
@@ -197,11 +198,7 @@ def run_batch(conn: Any, now: int, limit: int) -> tuple[int, set[str], bool]:
     op_id, action, selector_json, cursor, status = row
     selector = json.loads(selector_json)
     states = eligible_states("delete" if action == DELETE_QUEUE else action)
-    where, params = _where(selector, states)
-    rows = conn.execute(
-        f"SELECT id, queue FROM jobs WHERE {where} AND id > ? ORDER BY id LIMIT ?",
-        (*params, cursor, limit),
-    ).fetchall()
+    rows = _next_rows(conn, selector, states, cursor, limit)
     affected, queues = _apply(conn, now, action, rows)
     last = rows[-1][0] if rows else cursor
     finished = len(rows) < limit
@@ -216,6 +213,37 @@ def run_batch(conn: Any, now: int, limit: int) -> tuple[int, set[str], bool]:
          op_id),
     )
     return affected, queues, True
+
+
+def _next_rows(conn: Any, selector: dict[str, Any], states: list[str], cursor: str,
+               limit: int) -> list[tuple]:
+    """The next `limit` selected jobs after `cursor`, in id order.
+
+    `jobs` has no index that starts with the state, and a batch holds the write lock:
+    without a queue, each (queue, state) holding selected states is walked over
+    (queue, state, id) and the walks merged, so a rare state is found without a scan."""
+    wanted = [selector["state"]] if "state" in selector else states
+    pairs: list[tuple] = []
+    if "queue" not in selector and set(wanted) <= set(states):
+        marks = ", ".join("?" * len(wanted))
+        pairs = conn.execute(
+            f"SELECT queue, state FROM queue_counts WHERE n > 0 AND state IN ({marks}) "
+            "ORDER BY queue, state", wanted,
+        ).fetchall()
+    if "queue" in selector or len(pairs) > MAX_BRANCHES or not set(wanted) <= set(states):
+        where, params = _where(selector, states)
+        return conn.execute(
+            f"SELECT id, queue FROM jobs WHERE {where} AND id > ? ORDER BY id LIMIT ?",
+            (*params, cursor, limit),
+        ).fetchall()
+    rest = {k: v for k, v in selector.items() if k != "state"}
+    where, params = _where(rest, [s.value for s in STORED_STATES])
+    sql = (f"SELECT id, queue FROM jobs WHERE queue = ? AND state = ? AND {where} "
+           "AND id > ? ORDER BY id LIMIT ?")
+    rows: list[tuple] = []
+    for queue, state in pairs:
+        rows += conn.execute(sql, (queue, state, *params, cursor, limit)).fetchall()
+    return sorted(rows)[:limit]
 
 
 def _apply(conn: Any, now: int, action: str, rows: list[tuple]) -> tuple[int, set[str]]:

@@ -1,0 +1,81 @@
+"""Bulk operations without a queue walk each (queue, state) holding selected jobs and
+merge the walks: batch after batch they must select exactly what one ordered scan of the
+table would, no more and no fewer, on both engines."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+
+from headgate import Client, Envelope, JobFilter, State
+from headgate.store.port import Store
+
+QUEUES = ["q1", "q2", "q3", "q4"]
+
+
+def _fill(store: Store) -> None:
+    ids = [f"op-{i:03d}" for i in range(80)]
+    random.Random(3).shuffle(ids)  # ids interleave across queues
+    client = Client(store)
+    client.enqueue_many([Envelope("mail" if n % 3 else "sms", b"%d" % n, id=job_id,
+                                  queue=QUEUES[n % len(QUEUES)])
+                         for n, job_id in enumerate(ids)])
+    for queue in QUEUES[:2]:
+        store.admit("w", [queue], capacity=4)  # some running jobs the cancel must reach too
+
+
+def _run(store: Store, action: str, selector: dict) -> int:
+    op = store.create_operation(action, selector)
+    total = 0
+    while (store.get_operation(op["id"]) or {}).get("status") not in ("done", "failed"):
+        total += store.run_operations_batch(limit=7)  # many small batches
+    assert store.get_operation(op["id"])["status"] == "done"
+    return total
+
+
+def _states(store: Store) -> dict[str, str]:
+    return {j.id: j.state.value for j in store.list_jobs(JobFilter(), limit=200).jobs}
+
+
+def test_state_and_kind_selectors_without_a_queue_reach_every_match(store: Store) -> None:
+    _fill(store)
+    before = _states(store)
+    running = {i for i, s in before.items() if s == "running"}
+    assert len(running) == 8
+    assert _run(store, "cancel", {"state": "running"}) == 8
+    after = _states(store)
+    assert {i for i, s in after.items() if s == State.CANCELLED.value} == running
+    assert all(after[i] == before[i] for i in before if i not in running)
+
+    sms = {j.id for j in store.list_jobs(JobFilter(kind="sms"), limit=200).jobs}
+    waiting_sms = {i for i in sms if after[i] == "available"}
+    assert _run(store, "cancel", {"kind": "sms"}) == len(waiting_sms)
+    final = _states(store)
+    assert {i for i in sms if final[i] == "cancelled"} == waiting_sms | (sms & running)
+
+
+def test_a_state_batch_walks_the_queue_state_index(tmp_path) -> None:
+    from headgate.adapters.sqlite import SqliteStore
+
+    path = tmp_path / "ops.db"
+    store = SqliteStore(str(path))
+    statements: list[str] = []
+    try:
+        _fill(store)
+        op = store.create_operation("cancel", {"state": "running"})
+        conn = store.db.connection()
+        conn.set_trace_callback(statements.append)
+        try:
+            store.run_operations_batch(limit=7)
+        finally:
+            conn.set_trace_callback(None)
+        assert store.get_operation(op["id"])["status"] in ("running", "done")
+    finally:
+        store.close()
+    walks = [s for s in statements if s.lstrip().startswith("SELECT id, queue FROM jobs")]
+    assert len(walks) == 2  # q1 and q2 hold running jobs
+    plain = sqlite3.connect(path)
+    for sql in walks:
+        plan = " | ".join(r[3] for r in plain.execute("EXPLAIN QUERY PLAN " + sql))
+        assert "INDEX jobs_queue_state_id" in plan and "TEMP B-TREE" not in plan, plan
+    plain.close()
