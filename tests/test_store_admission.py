@@ -383,6 +383,21 @@ def test_ceiling_holds_across_the_work_conserving_pass(store: Store) -> None:
     assert [c.job.queue for c in claims] == ["capped", "capped"]
 
 
+def test_fairness_credit_carries_into_the_work_conserving_pass(store: Store) -> None:
+    """The second pass over a queue in one admit starts from the deficits its first pass
+    left, not from the stored ones: p1 keeps 1 of its quantum of 3 after taking 2, p2
+    runs dry, and p1 then takes 1 more with 1 + 3 credit, leaving 3."""
+    enqueue_n(store, 5, queue="fair", partition_key="p1")
+    enqueue_n(store, 1, queue="fair", partition_key="p2")
+    enqueue_n(store, 1, queue="idle")  # the queue exists and is active, then empties
+    (drained,) = store.admit("w", ["idle"], capacity=1)
+    store.ack(drained, Outcome.SUCCESS)
+    claims = store.admit("w", ["fair", "idle"], capacity=4, quantum=3)
+    assert Counter(c.job.partition_key for c in claims) == {"p1": 3, "p2": 1}
+    deficits = {p["partition_key"]: p["deficit"] for p in store.partitions("fair")}
+    assert deficits["p1"] == 3
+
+
 def test_ceiling_discard_deletes_the_incoming_job(store: Store) -> None:
     store.upsert_concurrency_limit("one", queue=Q, max_concurrent=1, on_saturated="discard")
     ids = enqueue_n(store, 3, partition_key="t")
