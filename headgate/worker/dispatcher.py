@@ -151,7 +151,7 @@ class Dispatcher:
                   ) -> bool | None:
         """Ack the batch and admit in one transaction: True when done, False when the
         store was unavailable, None when the caller should do both separately."""
-        self._token = self.probe() if self.probe is not None else None
+        self._take_token()
         started = time.monotonic()
         try:
             lost, claims = ack_and_admit(self.acks.requests(batch), self.worker_id,
@@ -166,8 +166,15 @@ class Dispatcher:
         self._polled(claims, free, started)
         return True
 
+    def _take_token(self) -> None:
+        """The change probe's value before a poll, for the wait after it. After a poll
+        that filled every slot the wait is for our own slots, not the probe, so while
+        polls keep filling them the read is skipped: a drain then spends nothing on it,
+        and a poll that comes up short without a token costs one early poll at most."""
+        self._token = self.probe() if self.probe is not None and not self._saturated else None
+
     def _admit(self, free: int) -> None:
-        self._token = self.probe() if self.probe is not None else None
+        self._take_token()
         started = time.monotonic()
         try:
             claims = self.store.admit(self.worker_id, self.queues, free, self.lease_ms,
