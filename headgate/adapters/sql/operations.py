@@ -223,14 +223,14 @@ def _next_rows(conn: Any, selector: dict[str, Any], states: list[str], cursor: s
     without a queue, each (queue, state) holding selected states is walked over
     (queue, state, id) and the walks merged, so a rare state is found without a scan."""
     wanted = [selector["state"]] if "state" in selector else states
-    pairs: list[tuple] = []
+    pairs: list[tuple] | None = None
     if "queue" not in selector and set(wanted) <= set(states):
         marks = ", ".join("?" * len(wanted))
         pairs = conn.execute(
             f"SELECT queue, state FROM queue_counts WHERE n > 0 AND state IN ({marks}) "
             "ORDER BY queue, state", wanted,
         ).fetchall()
-    if "queue" in selector or len(pairs) > MAX_BRANCHES or not set(wanted) <= set(states):
+    if pairs is None or len(pairs) > MAX_BRANCHES:
         where, params = _where(selector, states)
         return conn.execute(
             f"SELECT id, queue FROM jobs WHERE {where} AND id > ? ORDER BY id LIMIT ?",
