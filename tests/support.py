@@ -1,14 +1,16 @@
 """Helpers several test modules share: polling for a condition, the `headgate` command
-of this interpreter, and pg_ctl on the throw-away PostgreSQL cluster scripts/test.sh
-sets up."""
+of this interpreter, pg_ctl on the throw-away PostgreSQL cluster scripts/test.sh sets
+up, and the statements a SQLite store runs with their query plans."""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,3 +43,21 @@ def headgate_cmd() -> list[str]:
     """The console script installed next to this interpreter, else the module."""
     script = Path(sys.executable).with_name("headgate")
     return [str(script)] if script.exists() else [sys.executable, "-m", "headgate.cli"]
+
+
+@contextmanager
+def traced(store: Any) -> Iterator[list[str]]:
+    """The SQL (values bound) a SQLite store runs in this thread inside the block."""
+    statements: list[str] = []
+    conn = store.db.connection()
+    conn.set_trace_callback(statements.append)
+    try:
+        yield statements
+    finally:
+        conn.set_trace_callback(None)
+
+
+def query_plan(path: str | Path, sql: str) -> str:
+    """SQLite's plan for `sql` on the database file at `path`, its steps joined by |."""
+    with closing(sqlite3.connect(path)) as conn:
+        return " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql))

@@ -5,10 +5,10 @@ after page, on both engines; and each page is an index walk, never a sort."""
 from __future__ import annotations
 
 import random
-import sqlite3
 import time
 
 import pytest
+from support import query_plan, traced
 
 from headgate import Client, Envelope
 from headgate.core import AckRequest, JobFilter, Outcome
@@ -86,25 +86,18 @@ def test_state_and_queue_pages_walk_an_index_newest_first(tmp_path) -> None:
     store = SqliteStore(str(path))
     try:
         _fill(store)
-        statements: list[str] = []
-        conn = store.db.connection()
-        conn.set_trace_callback(statements.append)
-        try:
+        with traced(store) as statements:
             store.list_jobs(JobFilter(state="available"), limit=5)
             store.list_jobs(JobFilter(queue="alpha"), limit=5)
             store.list_jobs(JobFilter(queue="alpha", partition_key="p"), limit=5)
-        finally:
-            conn.set_trace_callback(None)
     finally:
         store.close()
     pages = [s for s in statements if s.lstrip().startswith("SELECT") and "ORDER BY id" in s]
     by_state = [s for s in pages if "state = 'available'" in s]
     by_queue = [s for s in pages if "state =" not in s]
     assert len(by_state) == len(QUEUES) and len(by_queue) == 2  # every queue has some
-    plain = sqlite3.connect(path)
     for sql, index in [(s, "jobs_queue_state_id") for s in by_state] + \
             [(s, "jobs_queue_id") for s in by_queue]:
-        plan = " | ".join(r[3] for r in plain.execute("EXPLAIN QUERY PLAN " + sql))
+        plan = query_plan(path, sql)
         assert f"USING INDEX {index}" in plan, plan
         assert "TEMP B-TREE" not in plan, plan
-    plain.close()

@@ -5,7 +5,8 @@ table would, no more and no fewer, on both engines."""
 from __future__ import annotations
 
 import random
-import sqlite3
+
+from support import query_plan, traced
 
 from headgate import Client, Envelope, JobFilter, State
 from headgate.store.port import Store
@@ -59,23 +60,16 @@ def test_a_state_batch_walks_the_queue_state_index(tmp_path) -> None:
 
     path = tmp_path / "ops.db"
     store = SqliteStore(str(path))
-    statements: list[str] = []
     try:
         _fill(store)
         op = store.create_operation("cancel", {"state": "running"})
-        conn = store.db.connection()
-        conn.set_trace_callback(statements.append)
-        try:
+        with traced(store) as statements:
             store.run_operations_batch(limit=7)
-        finally:
-            conn.set_trace_callback(None)
         assert store.get_operation(op["id"])["status"] in ("running", "done")
     finally:
         store.close()
     walks = [s for s in statements if s.lstrip().startswith("SELECT id, queue FROM jobs")]
     assert len(walks) == 2  # q1 and q2 hold running jobs
-    plain = sqlite3.connect(path)
     for sql in walks:
-        plan = " | ".join(r[3] for r in plain.execute("EXPLAIN QUERY PLAN " + sql))
+        plan = query_plan(path, sql)
         assert "INDEX jobs_queue_state_id" in plan and "TEMP B-TREE" not in plan, plan
-    plain.close()

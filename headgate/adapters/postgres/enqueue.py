@@ -15,12 +15,12 @@ and sends its NOTIFY in its own transaction too. Everything else takes the funct
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import psycopg
 
 from headgate.adapters.sql import enqueue as shared
+from headgate.adapters.sql.rows import headers_text, tags_text
 from headgate.core import Backpressure, Envelope, IdConflict, InvalidInput, Quarantined
 
 from .connection import CLOCK, PgConnection
@@ -52,21 +52,12 @@ def has_unique_key(envs: Sequence[Envelope]) -> bool:
     return any(env.unique_key is not None for env in envs)
 
 
-def _tags(env: Envelope) -> str:
-    # The text the shared code stores, so an id's identity compares equal across both.
-    return json.dumps(list(env.tags)) if env.tags else "[]"
-
-
-def _headers(env: Envelope) -> str:
-    return json.dumps(env.headers) if env.headers else "{}"
-
-
 def _row(e: Envelope) -> list:
     return [
         e.id, e.kind, e.schema_version, e.payload, e.fingerprint, e.queue, e.priority,
         e.partition_key, e.rate_class, e.weight, e.scheduled_at_ms, e.max_attempts,
-        e.retention_ms, _tags(e), e.sticky_worker, _headers(e), e.periodic_schedule_id,
-        e.periodic_tick_ms, e.pending,
+        e.retention_ms, tags_text(e.tags), e.sticky_worker, headers_text(e.headers),
+        e.periodic_schedule_id, e.periodic_tick_ms, e.pending,
     ]
 
 

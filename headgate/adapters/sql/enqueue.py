@@ -26,7 +26,7 @@ from headgate.core.envelope import (
 )
 
 from .conn import Connection
-from .rows import BUMP_ARRIVED_ONE, bump_history, minute
+from .rows import bump_history, headers_text, tags_text
 
 DEFAULT_RETENTION_MS = 24 * 3_600_000
 CHUNK = 500
@@ -185,7 +185,7 @@ def _enqueue_one(conn: Connection, now: int, env: Envelope, quarantined: bool,
     if not has_queue:
         conn.execute(ENSURE_QUEUE, (env.queue, now))
     conn.execute(INSERT_ONE, _insert_row(env, now))
-    conn.execute(BUMP_ARRIVED_ONE, (env.queue, minute(now)))
+    bump_history(conn, now, {env.queue: {"arrived": 1}})
     result.inserted = 1
     return result
 
@@ -214,8 +214,8 @@ def _insert_row(env: Envelope, now: int) -> tuple:
         env.id, env.kind, env.schema_version, env.payload, env.fingerprint, env.queue,
         env.priority, env.partition_key, env.rate_class, env.weight, state.value,
         scheduled_at, env.max_attempts, retention,
-        json.dumps(list(env.tags)) if env.tags else "[]", env.sticky_worker,
-        json.dumps(env.headers) if env.headers else "{}", now, env.periodic_schedule_id,
+        tags_text(env.tags), env.sticky_worker, headers_text(env.headers), now,
+        env.periodic_schedule_id,
         env.periodic_tick_ms, int(env.pending),
     )
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any
 
 from headgate.core import STORED_STATES, JobFilter, JobPage
@@ -37,7 +39,6 @@ FIRST_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind >= ? AND kind < ? || char
                      "ORDER BY kind LIMIT 1")
 NEXT_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind > ? AND kind < ? || char(1114111) "
                     "ORDER BY kind LIMIT 1")
-QUEUES_IN_STATE = "SELECT queue FROM queue_counts WHERE state = ? AND n > 0 ORDER BY queue"
 
 
 def encode_cursor(job_id: str) -> str:
@@ -53,6 +54,26 @@ def decode_cursor(cursor: str) -> str:
     if "\x00" in job_id:  # no id holds one, and PostgreSQL text cannot
         raise InvalidInput("invalid cursor")
     return job_id
+
+
+def occupied(conn: Connection, states: Sequence[str]) -> list[tuple[str, str]]:
+    """The (queue, state) pairs holding any job in `states`, from the maintained
+    counters: the branches worth walking."""
+    marks = ", ".join("?" * len(states))
+    return conn.execute(
+        f"SELECT queue, state FROM queue_counts WHERE n > 0 AND state IN ({marks}) "
+        "ORDER BY queue, state", list(states),
+    ).fetchall()
+
+
+def merged(conn: Connection, sql: str, branches: Iterable[tuple], params: Sequence[Any],
+           n: int, newest_first: bool) -> list[tuple]:
+    """`sql` once per branch (its first placeholders take the branch, then `params`,
+    then the LIMIT `n`), and the first `n` rows of them all in id order (id first)."""
+    rows: list[tuple] = []
+    for branch in branches:
+        rows += conn.execute(sql, (*branch, *params, n)).fetchall()
+    return sorted(rows, key=itemgetter(0), reverse=newest_first)[:n]
 
 
 def _prefix_kinds(conn: Connection, prefix: str) -> list[str] | None:
@@ -75,7 +96,7 @@ def _branches(conn: Connection, f: JobFilter) -> tuple[str, list[Any]] | None:
     answers from its index alone branch: a state alone, or (SQLite) a kind prefix
     alone. Anything else walks one index newest first and filters."""
     if f == JobFilter(state=f.state) and f.state is not None:
-        values = [r[0] for r in conn.execute(QUEUES_IN_STATE, (f.state,))]
+        values = [queue for queue, _ in occupied(conn, [f.state])]
         return None if len(values) > MAX_BRANCHES else ("queue", values)
     if (f.kind_prefix and conn.dialect.name == "sqlite" and f.kind is None
             and f.queue is None and f.state is None):
@@ -140,10 +161,7 @@ def list_jobs(
         column, values = branches
         sql = f"SELECT {cols} FROM jobs WHERE " + " AND ".join([f"{column} = ?", *where])
         sql += " ORDER BY id DESC LIMIT ?"
-        rows = []
-        for value in values:
-            rows += conn.execute(sql, (value, *params, limit + 1)).fetchall()
-        rows = sorted(rows, key=lambda r: r[0], reverse=True)[:limit + 1]
+        rows = merged(conn, sql, [(v,) for v in values], params, limit + 1, True)
     jobs = [row_to_job(r) for r in rows[:limit]]
     next_cursor = encode_cursor(jobs[-1].id) if len(rows) > limit else None
     return JobPage(jobs, next_cursor)

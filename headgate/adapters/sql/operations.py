@@ -21,7 +21,7 @@ from headgate.core.ids import new_id
 from headgate.core.transitions import sources_of
 
 from . import control
-from .job_pages import MAX_BRANCHES
+from .job_pages import MAX_BRANCHES, merged, occupied
 
 # The operator event each bulk action applies; None = the row is deleted outright.
 ACTIONS: dict[str, str | None] = {
@@ -225,11 +225,7 @@ def _next_rows(conn: Any, selector: dict[str, Any], states: list[str], cursor: s
     wanted = [selector["state"]] if "state" in selector else states
     pairs: list[tuple] | None = None
     if "queue" not in selector and set(wanted) <= set(states):
-        marks = ", ".join("?" * len(wanted))
-        pairs = conn.execute(
-            f"SELECT queue, state FROM queue_counts WHERE n > 0 AND state IN ({marks}) "
-            "ORDER BY queue, state", wanted,
-        ).fetchall()
+        pairs = occupied(conn, wanted)
     if pairs is None or len(pairs) > MAX_BRANCHES:
         where, params = _where(selector, states)
         return conn.execute(
@@ -240,10 +236,7 @@ def _next_rows(conn: Any, selector: dict[str, Any], states: list[str], cursor: s
     where, params = _where(rest, [s.value for s in STORED_STATES])
     sql = (f"SELECT id, queue FROM jobs WHERE queue = ? AND state = ? AND {where} "
            "AND id > ? ORDER BY id LIMIT ?")
-    rows: list[tuple] = []
-    for queue, state in pairs:
-        rows += conn.execute(sql, (queue, state, *params, cursor, limit)).fetchall()
-    return sorted(rows)[:limit]
+    return merged(conn, sql, pairs, (*params, cursor), limit, False)
 
 
 def _apply(conn: Any, now: int, action: str, rows: list[tuple]) -> tuple[int, set[str]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from headgate.core import Job, State
 
@@ -61,15 +61,20 @@ def row_to_job(row: Sequence) -> Job:
     )
 
 
+def tags_text(tags: Sequence[str]) -> str:
+    """The stored text of a job's tags: both engines write it, so an id's identity
+    compares equal whichever wrote it."""
+    return json.dumps(list(tags)) if tags else "[]"
+
+
+def headers_text(headers: Mapping[str, str]) -> str:
+    return json.dumps(headers) if headers else "{}"
+
+
 def minute(now: int) -> int:
     return now - now % 60_000
 
 
-# The single enqueue's share of BUMP_HISTORY, without building the generic row.
-BUMP_ARRIVED_ONE = """
-INSERT INTO queue_history (queue, bucket_ms, arrived) VALUES (?, ?, 1)
-ON CONFLICT (queue, bucket_ms) DO UPDATE SET arrived = queue_history.arrived + 1
-"""
 BUMP_HISTORY = """
 INSERT INTO queue_history (queue, bucket_ms, arrived, completed, failed,
     rejected_rate_class, rejected_concurrency_limit, rejected_quarantine)
