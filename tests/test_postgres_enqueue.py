@@ -193,6 +193,32 @@ def test_arrivals_are_counted_in_the_queue_history(pg_url: str, store: Store) ->
     assert arrived == 5
 
 
+def test_an_enqueue_reads_jobs_through_the_primary_key_alone(pg_url: str) -> None:
+    """The function's generic plans are made on its session's first call, here on an
+    empty table; a plan that joined the id array with jobs then scanned a whole index
+    of jobs on every later enqueue (O(jobs) per call). The scan counters of the one
+    session show which indexes the enqueues read."""
+    store = open_store(pg_url, pool_max=1)
+    try:
+        client = Client(store)
+        client.enqueue("k", b"first", queue="scans")
+        client.enqueue_many([Envelope(kind="k", payload=b"%d" % i, queue="scans")
+                             for i in range(200)])
+        for i in range(20):
+            client.enqueue("k", b"%d" % i, queue="scans")
+        client.enqueue("k", b"again", id="job-scans", queue="scans")
+        client.enqueue("k", b"again", id="job-scans", queue="scans")  # a replay
+        with store.db.read() as conn:  # type: ignore[attr-defined]
+            conn.execute("SELECT pg_stat_force_next_flush()")
+            read = dict(conn.execute(
+                "SELECT indexrelname, idx_tup_read FROM pg_stat_user_indexes "
+                "WHERE relname = 'jobs'").fetchall())
+    finally:
+        store.close()
+    assert read.pop("jobs_pkey") >= 1  # the replay found its job
+    assert read and all(n == 0 for n in read.values()), read
+
+
 def test_producers_and_a_worker_share_a_queue_without_deadlock(pg_url: str) -> None:
     """Enqueues and acks+admits both update the queue's counter and partition rows; they
     must take them in one order (a deadlock surfaces as StoreUnavailable)."""

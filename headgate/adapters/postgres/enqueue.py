@@ -1,5 +1,6 @@
 """PostgreSQL enqueue in one round trip: the batch as arrays to `headgate_enqueue`
-(db/postgres/0006_enqueue_function.sql), which checks, inserts, counts and sends the
+(db/postgres/0006_enqueue_function.sql, its body since
+0010_lean_enqueue.sql), which checks, inserts, counts and sends the
 wake-up NOTIFY inside the same transaction.
 
 The shared enqueue (headgate/adapters/sql/enqueue.py) costs about ten round trips on
