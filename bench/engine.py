@@ -19,6 +19,7 @@ Variants:
 
 Usage:
   .venv/bin/python bench/engine.py [--n 20000] [--runs 3] [--store sqlite|pg]
+      [--capacity 100] [--partitions 50]
   (pg reads HG_PG, else HG_TEST_PG; --profile METRIC prints a cProfile summary)
 """
 
@@ -235,6 +236,7 @@ def run_once(fresh: Callable[[], contextlib.AbstractContextManager[str]], metric
 
 
 def main(argv: list[str] | None = None) -> int:
+    global CAPACITY, PARTITIONS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=20_000, help="jobs per run (default 20000)")
     parser.add_argument("--runs", type=int, default=3, help="runs per metric (default 3)")
@@ -243,11 +245,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="only these metrics (repeatable; default all)")
     parser.add_argument("--variant", choices=("plain", "policies"), action="append",
                         help="only these variants (repeatable; default both)")
+    parser.add_argument("--capacity", type=int, default=CAPACITY,
+                        help=f"admit capacity per call (default {CAPACITY}; a W3 worker: 2)")
+    parser.add_argument("--partitions", type=int, default=PARTITIONS,
+                        help=f"partitions of the policies variant (default {PARTITIONS})")
     parser.add_argument("--profile", choices=sorted(METRICS),
                         help="profile one run of METRIC with cProfile (to stderr) and exit")
     args = parser.parse_args(argv)
-    if args.n < 1 or args.runs < 1:
-        parser.error("--n and --runs must be >= 1")
+    if min(args.n, args.runs, args.capacity, args.partitions) < 1:
+        parser.error("--n, --runs, --capacity and --partitions must be >= 1")
+    CAPACITY, PARTITIONS = args.capacity, args.partitions
     fresh = check_backend(args.store)
     variants = args.variant or ["plain", "policies"]
 
@@ -271,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
                 "variant": variant,
                 "store": args.store,
                 "n": args.n,
+                "capacity": CAPACITY,
+                "partitions": PARTITIONS if variant == "policies" else None,
                 "runs": args.runs,
                 "unit": "jobs/s",
                 "median": round(statistics.median(rates)),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from headgate.core import Claim, Explanation, State
@@ -41,9 +41,16 @@ SELECT name, weight, paused, rr_cursor,
             AND jobs.scheduled_at_ms <= ? AND jobs.queue IN ({marks}))
 FROM queues WHERE name IN ({marks})
 """
+# A queue's partitions with waiting jobs (the partial index partitions_waiting): how many,
+# then in key order from the start or after a key, a page at a time.
+COUNT_PARTITIONS = "SELECT count(*) FROM partitions WHERE queue = ? AND waiting > 0"
 SELECT_PARTITIONS = """
 SELECT partition_key, deficit, running FROM partitions
-WHERE queue = ? AND waiting > 0 ORDER BY partition_key
+WHERE queue = ? AND waiting > 0 ORDER BY partition_key LIMIT ?
+"""
+SELECT_PARTITIONS_AFTER = """
+SELECT partition_key, deficit, running FROM partitions
+WHERE queue = ? AND waiting > 0 AND partition_key > ? ORDER BY partition_key LIMIT ?
 """
 SELECT_CANDIDATES = """
 SELECT rowid, id, priority, fingerprint, rate_class, weight, sticky_worker FROM jobs
@@ -258,27 +265,24 @@ def _admit_queue(gate: Gate, queue: str, want: int, quantum: int | None) -> int:
     if want <= 0:
         return 0
     conn = gate.conn
-    parts = conn.execute(SELECT_PARTITIONS, (queue,)).fetchall()
-    if not parts:
+    (count,) = conn.execute(COUNT_PARTITIONS, (queue,)).fetchone()
+    if not count:
         return 0
     rr_cursor = gate.cursors[queue]
-    # Resume after the partition served last, so ties rotate between calls.
-    start = next((i for i, p in enumerate(parts) if p[0] > rr_cursor), 0)
-    parts = parts[start:] + parts[:start]
-    q = quantum or max(1, math.ceil(want / len(parts)))
-    # A queue may have thousands of partitions and an admit visits a few: a partition's
-    # deficit and running count are read on its first visit, and only visited ones are
-    # written back.
+    q = quantum or max(1, math.ceil(want / count))
+    # A queue may have thousands of partitions and an admit visits a few: the first round
+    # reads them lazily in rotation order (a page covers the visits that fill `want`
+    # when each partition gives its quantum), a partition's deficit and running count
+    # are taken on its first visit, and only visited ones are written back.
+    first_round = _rotation(conn, queue, rr_cursor, -(-want // q) + 4)
     deficits: dict[str, int] = {}
     running: dict[str, int] = {}
     base_running: dict[str, int] = {}
-    active = parts
+    active: Iterable[tuple] = first_round
     remaining, last_served = want, rr_cursor
-    while remaining > 0 and active:
+    while remaining > 0:
         still = []
         for part in active:
-            if remaining <= 0:
-                break  # the round ends here, and so does the loop
             key = part[0]
             if key not in deficits:
                 gate.loaded_deficits.setdefault((queue, key), part[1])
@@ -296,6 +300,10 @@ def _admit_queue(gate: Gate, queue: str, want: int, quantum: int | None) -> int:
                 deficits[key] = 0  # drained or blocked: DRR forgets its credit
             else:
                 still.append(part)
+            if remaining <= 0:
+                break  # the round ends here, and so does the loop
+        if not still:
+            break
         active = still
     for key, deficit in deficits.items():
         gate.deficits[(queue, key)] = deficit
@@ -303,6 +311,24 @@ def _admit_queue(gate: Gate, queue: str, want: int, quantum: int | None) -> int:
         gate.running_delta[(queue, key)] = n - base_running[key]
     gate.cursors[queue] = last_served
     return want - remaining
+
+
+def _rotation(conn: Connection, queue: str, cursor: str, page: int) -> Iterator[tuple]:
+    """The queue's partitions with waiting jobs, those after `cursor` first, then from
+    the start up to it (the one served last comes last: ties rotate between calls)."""
+    after: str | None = cursor
+    while after is not None:
+        rows = conn.execute(SELECT_PARTITIONS_AFTER, (queue, after, page)).fetchall()
+        yield from rows
+        after = rows[-1][0] if len(rows) == page else None
+    rows = conn.execute(SELECT_PARTITIONS, (queue, page)).fetchall()
+    while rows:
+        for row in rows:
+            if row[0] > cursor:
+                return
+            yield row
+        rows = (conn.execute(SELECT_PARTITIONS_AFTER, (queue, rows[-1][0], page)).fetchall()
+                if len(rows) == page else [])
 
 
 def _take(gate: Gate, queue: str, partition: str, take: int, running: dict[str, int]) -> int:
