@@ -42,8 +42,10 @@ SELECT name, weight, paused, rr_cursor,
 FROM queues WHERE name IN ({marks})
 """
 # A queue's partitions with waiting jobs (the partial index partitions_waiting): how many,
-# then in key order from the start or after a key, a page at a time.
-COUNT_PARTITIONS = "SELECT count(*) FROM partitions WHERE queue = ? AND waiting > 0"
+# counted up to a limit, then in key order from the start or after a key, a page at a time.
+COUNT_PARTITIONS = """
+SELECT count(*) FROM (SELECT 1 FROM partitions WHERE queue = ? AND waiting > 0 LIMIT ?) AS waiting
+"""
 SELECT_PARTITIONS = """
 SELECT partition_key, deficit, running FROM partitions
 WHERE queue = ? AND waiting > 0 ORDER BY partition_key LIMIT ?
@@ -265,7 +267,8 @@ def _admit_queue(gate: Gate, queue: str, want: int, quantum: int | None) -> int:
     if want <= 0:
         return 0
     conn = gate.conn
-    (count,) = conn.execute(COUNT_PARTITIONS, (queue,)).fetchone()
+    # With as many partitions as wanted jobs or more the quantum is 1, whatever their number.
+    (count,) = conn.execute(COUNT_PARTITIONS, (queue, want)).fetchone()
     if not count:
         return 0
     rr_cursor = gate.cursors[queue]
