@@ -16,6 +16,8 @@ from pathlib import Path
 from headgate.adapters.dialect import SQLITE
 from headgate.core import StoreUnavailable
 
+from .checkpoint import Checkpointer
+
 MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "db" / "sqlite"
 BUSY_TIMEOUT_MS = 5_000
 
@@ -44,6 +46,7 @@ class Database:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
+        self.checkpointer = Checkpointer(self._checkpoint_connection)
 
     def connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -60,7 +63,7 @@ class Database:
                 conn.execute("PRAGMA page_size = 1024")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
-                # Checkpoint (and fsync) every ~10 MB of WAL rather than every ~1 MB.
+                # The checkpointer thread keeps the WAL short; this is its fallback.
                 conn.execute("PRAGMA wal_autocheckpoint = 10000")
                 conn.execute("PRAGMA cache_size = -65536")
                 conn.execute("PRAGMA foreign_keys = OFF")
@@ -79,6 +82,7 @@ class Database:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise _unavailable(exc) from exc
+        changes = conn.total_changes
         try:
             yield conn, now_ms()
             conn.execute("COMMIT")
@@ -88,6 +92,10 @@ class Database:
             if isinstance(exc, sqlite3.OperationalError):
                 raise _unavailable(exc) from exc
             raise
+        self.checkpointer.committed(conn.total_changes - changes)
+
+    def _checkpoint_connection(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -139,6 +147,7 @@ class Database:
         return int(row[0] or 0)
 
     def close(self) -> None:
+        self.checkpointer.close()
         with self._all_lock:
             for conn in self._all:
                 try:
