@@ -230,3 +230,63 @@ def test_a_draining_worker_skips_the_change_probe_while_polls_fill_every_slot(
     polls = proxy.calls["ack_and_admit"] + proxy.calls["admit"]
     assert polls > 100
     assert proxy.reads < polls / 4, (proxy.reads, polls)
+
+
+class SlowTurns(Proxy):
+    """A store whose hot-path calls take `turn_s` longer: a turn dearer than a handler."""
+
+    def __init__(self, store: Store, turn_s: float) -> None:
+        super().__init__(store)
+        self.turn_s = turn_s
+
+    def admit(self, *args: Any, **kwargs: Any) -> list[Claim]:
+        time.sleep(self.turn_s)
+        return super().admit(*args, **kwargs)
+
+    def ack_and_admit(self, acks: Sequence[AckRequest], *args: Any
+                      ) -> tuple[list[str], list[Claim]]:
+        time.sleep(self.turn_s)
+        return super().ack_and_admit(acks, *args)
+
+
+def _pair_after_warm_up(proxy: Proxy, store: Store, warm_s: float, second_s: float
+                        ) -> tuple[str, str]:
+    """Six jobs of `warm_s` set the typical attempt; then two jobs claimed together,
+    one instant and one of `second_s`. Returns the pair's ids."""
+    client = headgate.Client(store)
+    worker = Worker(proxy, concurrency=2, **FAST)  # type: ignore[arg-type]
+
+    def sleep(job: Job, ctx: JobContext) -> None:
+        time.sleep(float(job.payload))
+
+    worker.register("sleep", sleep)
+    worker.start()
+    try:
+        client.enqueue_many([headgate.Envelope(kind="sleep", payload=b"%f" % warm_s)
+                             for _ in range(6)])
+        wait_for(lambda: store.counts().get("completed", 0) == 6, 30, "the warm-up jobs")
+        pair = client.enqueue_many([headgate.Envelope(kind="sleep", payload=b"0"),
+                                    headgate.Envelope(kind="sleep", payload=b"%f" % second_s)])
+        wait_for(lambda: store.counts().get("completed", 0) == 8, 30, "the pair")
+    finally:
+        assert worker.stop(drain_ms=1_000, timeout=15) == 0
+    return pair[0], pair[1]
+
+
+def test_acks_of_handlers_shorter_than_a_turn_share_one_turn(store: Store) -> None:
+    """Attempts typically take ~50 ms and a turn ~150 ms: after the instant job's ack the
+    dispatcher waits for its sibling (done ~20 ms later), and one call writes both."""
+    proxy = SlowTurns(store, 0.15)
+    instant, short = _pair_after_warm_up(proxy, store, 0.05, 0.02)
+    assert [instant, short] in [sorted(b) for b in proxy.batches] or \
+        [short, instant] in [sorted(b) for b in proxy.batches], proxy.batches[-4:]
+    assert [instant] not in proxy.batches
+
+
+def test_acks_of_handlers_longer_than_a_turn_are_not_held_back(store: Store) -> None:
+    """Attempts typically take ~50 ms and a turn a few ms: the instant job's ack is
+    written at once, not held for its sibling (done ~40 ms later)."""
+    proxy = Proxy(store)
+    instant, longer = _pair_after_warm_up(proxy, store, 0.05, 0.04)
+    assert [instant] in proxy.batches, proxy.batches[-4:]
+    assert [longer] in proxy.batches

@@ -15,7 +15,9 @@ its thread and is not counted. Admitting at most that many never runs more handl
 than ``concurrency``.
 
 Between turns it backs off on empty polls and wakes early on in-process activity, a
-change probe, or a freed slot after a full poll (see ``polling``).
+change probe, or a freed slot after a full poll (see ``polling``). Woken by an ack while
+other handlers run, it lingers briefly when attempts are typically shorter than a turn
+(``_linger``), so handlers dispatched together have their acks written together.
 """
 
 from __future__ import annotations
@@ -106,6 +108,7 @@ class Dispatcher:
         self._hint_gap = 0.0
         self._last_poll = 0.0
         self._last_work = time.monotonic()
+        self._turn_s = 0.0  # how long the last store call took
 
     def free(self) -> int:
         return self.concurrency - self.inflight.busy()
@@ -193,6 +196,7 @@ class Dispatcher:
         """Hand the claims to the pool and decide how long to wait before the next poll."""
         self._errors.reset()
         self._last_poll = time.monotonic()
+        self._turn_s = self._last_poll - started
         self.polls += 1
         if claims:
             self.pool.submit(claims, started + self.lease_ms / 1000)
@@ -209,6 +213,25 @@ class Dispatcher:
             if self._by_hint:
                 self._hint_gap = min(self.hint_ceiling_s, max(self._hint_gap * 2, 0.001))
 
+    def _linger(self) -> None:
+        """After an ack, wait a moment for the handlers still running when attempts are
+        typically shorter than a store turn: handlers dispatched together then finish
+        within that moment, and one turn writes all their acks and refills all their
+        slots, where waking on the first ack would write each in a turn of its own (a
+        turn costs about the same for one ack as for several). Longer handlers end at
+        unrelated times and are not waited for; the wait never exceeds one typical
+        attempt, itself shorter than a turn."""
+        typical = self.pool.typical_s
+        if typical <= 0 or typical > self._turn_s:
+            return
+        deadline = time.monotonic() + typical
+        while self.inflight.busy() > 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self.doorbell.wait(remaining):
+                return
+            if "control" in self.doorbell.take():
+                return
+
     def _wait(self, delay: float | None, saturated: bool, probe: Probe | None,
               probe_s: float, token: object, last_poll: float, hint_gap: float) -> bool:
         """Sleep until the next poll is due or worth doing early; True when the change
@@ -222,7 +245,10 @@ class Dispatcher:
             use_probe = probe is not None and can_admit and delay is not None
             if self.doorbell.wait(min(remaining, probe_s) if use_probe else remaining):
                 reasons = self.doorbell.take()
-                if "control" in reasons or "ack" in reasons:
+                if "control" in reasons:
+                    return False
+                if "ack" in reasons:
+                    self._linger()
                     return False
                 if "activity" in reasons and can_admit:
                     return False

@@ -38,6 +38,8 @@ Handler = Callable[[Job, JobContext], Any]
 
 # A job header naming an absolute deadline (epoch ms); wins over the handler option.
 DEADLINE_HEADER = "deadline_at_ms"
+# Weight of the newest attempt in the running average of attempt durations.
+TYPICAL_WEIGHT = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,9 @@ class Pool:
         self.on_time_limit = on_time_limit
         self.on_slot = on_slot
         self._work: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
+        # How long an attempt typically takes from dispatch to its decision (a running
+        # average the dispatcher reads to decide whether to wait for more acks).
+        self.typical_s = 0.0
 
     def submit(self, claims: list[Claim], lease_ok_until: float) -> None:
         for claim in claims:
@@ -101,6 +106,7 @@ class Pool:
                     decision = self._run(attempt)
                 except BaseException as exc:  # noqa: BLE001 - e.g. SystemExit in a handler
                     decision = from_exception(exc, attempt.job)
+                self._observe(time.monotonic() - attempt.started)
                 # Free the slot before queueing the ack: the dispatcher turn that writes
                 # the ack can then fill the slot in the same transaction.
                 self.inflight.thread_free(attempt)
@@ -112,6 +118,11 @@ class Pool:
                     self.inflight.thread_free(attempt)
             if not queued:
                 self.on_slot()  # no ack will wake the dispatcher for this slot
+
+    def _observe(self, took_s: float) -> None:
+        """Unlocked: two threads racing lose one sample of an average."""
+        typical = self.typical_s
+        self.typical_s = took_s if typical == 0 else typical + TYPICAL_WEIGHT * (took_s - typical)
 
     def _run(self, attempt: Attempt) -> Decision:
         job, spec = attempt.job, attempt.spec
