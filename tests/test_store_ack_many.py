@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import headgate
 from headgate import Outcome, State
 from headgate.core import AckRequest
@@ -69,3 +71,36 @@ def test_weight_beyond_burst_is_explained_as_never(store: headgate.Store) -> Non
     why = store.explain_admission(job_id)
     assert why.blocked_by == "rate_class" and why.detail["weight_exceeds_burst"] is True
     assert why.estimated_admission_ms is None
+
+
+@pytest.mark.parametrize("via", ["ack_many", "ack_and_admit"])
+def test_plain_successes_are_checked_job_by_job(store: headgate.Store, via: str) -> None:
+    """Plain successes (nothing but the success to record) take a shorter path on
+    SQLite; each still needs its own row running under its own lease and fence."""
+    client = headgate.Client(store)
+    client.enqueue_many([headgate.Envelope(kind="k", payload=b"%d" % i, queue="ps")
+                         for i in range(4)])
+    client.enqueue("k", b"gone-after", queue="ps", retention_ms=0)
+    claims = sorted(store.admit("w", ["ps"], 5), key=lambda c: c.job.payload)
+    kept, moved, cancelled, last, dropped = claims
+    assert dropped.job.payload == b"gone-after"
+    # Released and taken again: the row runs under a new lease and fence.
+    assert store.release([moved]) == 1
+    (again,) = store.admit("w2", ["ps"], 1)
+    assert again.job.id == moved.job.id and again.fence != moved.fence
+    store.operator_cancel(cancelled.job.id)
+    acks = [AckRequest(c, "success") for c in (kept, moved, cancelled, last, dropped)]
+    if via == "ack_many":
+        lost = store.ack_many(acks)
+    else:
+        lost, _ = store.ack_and_admit(acks, "w", ["ps"], 0)
+    assert lost == sorted([moved.job.id, cancelled.job.id])
+    assert store.get_job(kept.job.id).state == State.COMPLETED
+    assert store.get_job(last.job.id).state == State.COMPLETED
+    now_running = store.get_job(moved.job.id)
+    assert now_running.state == State.RUNNING and now_running.fence == again.fence
+    assert store.get_job(cancelled.job.id).state == State.CANCELLED
+    assert store.get_job(dropped.job.id) is None
+    counts = store.counts("ps")
+    assert counts["completed"] == 2 and counts["running"] == 1
+    assert store.get_job(kept.job.id).finalized_at_ms is not None

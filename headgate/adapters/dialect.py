@@ -20,6 +20,9 @@ class Dialect:
     # already database-wide, so it needs none).
     for_update: str
     skip_locked: str
+    # One writer at a time (SQLite's database-wide write lock): a statement may change
+    # rows in whatever order it finds them without deadlocking another transaction.
+    serial_writes: bool
 
     def tag_test(self, marks: str) -> str:
         """A predicate true when jobs.tags (a JSON array) holds one of the marked values."""
@@ -46,5 +49,6 @@ class Dialect:
                          (key,))
 
 
-SQLITE = Dialect("sqlite", for_update="", skip_locked="")
-POSTGRES = Dialect("postgres", for_update=" FOR UPDATE", skip_locked=" FOR UPDATE SKIP LOCKED")
+SQLITE = Dialect("sqlite", for_update="", skip_locked="", serial_writes=True)
+POSTGRES = Dialect("postgres", for_update=" FOR UPDATE", skip_locked=" FOR UPDATE SKIP LOCKED",
+                   serial_writes=False)

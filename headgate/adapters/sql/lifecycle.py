@@ -36,6 +36,22 @@ SELECT id, state, lease_id, fence, attempt, max_attempts, crash_attempt, retenti
 FROM jobs WHERE id IN ({marks}) ORDER BY id{for_update}
 """
 DELETE_JOBS = "DELETE FROM jobs WHERE id IN ({marks})"
+# Plain successes checked and applied by the statement itself (see ack_plain_successes):
+# each ack's row must still be running under its lease and fence; RETURNING names the
+# rows it changed, the rest are lost leases.
+COMPLETE_PLAIN = """
+UPDATE jobs SET state = ?, lease_id = NULL, lease_expires_at_ms = NULL,
+    finalized_at_ms = ?, expires_at_ms = ? + retention_ms
+WHERE id IN ({marks}) AND state = 'running' AND retention_ms > 0
+  AND (id, lease_id, fence) IN (VALUES {rows})
+RETURNING id, queue
+"""
+DELETE_PLAIN = """
+DELETE FROM jobs
+WHERE id IN ({marks}) AND state = 'running' AND retention_ms = 0
+  AND (id, lease_id, fence) IN (VALUES {rows})
+RETURNING id, queue
+"""
 RENEW = """
 UPDATE jobs SET lease_expires_at_ms = ?
 WHERE id = ? AND lease_id = ? AND fence = ? AND state = 'running'
@@ -132,7 +148,11 @@ def ack_many(
     The rows are read (and on PostgreSQL locked) together in id order; every ack is
     still checked against its own row's state, lease id and fence, so a lost lease is
     reported exactly. Acks whose planned change is identical — the steady state: many
-    plain successes — share one UPDATE. Returns (lost job ids, queues to wake)."""
+    plain successes — share one UPDATE. On an engine with serial writes a batch of
+    plain successes skips the read (ack_plain_successes). Returns (lost job ids, queues
+    to wake)."""
+    if conn.dialect.serial_writes and _all_plain_successes(acks):
+        return ack_plain_successes(conn, now, acks, history), set()
     ordered = sorted(acks, key=lambda a: a.claim.job.id)
     outcomes = [_checked_outcome(a.outcome, a.delay_ms, a.result) for a in ordered]
     rows = _locked_jobs(conn, sorted({a.claim.job.id for a in ordered}))
@@ -157,6 +177,43 @@ def ack_many(
     for key, ids in groups.items():
         _apply_planned(conn, ids, None if key is None else dict(key))
     return lost, wake
+
+
+# What the transition table does with a success from running: the fast path below
+# writes exactly that, and is only taken while the table says no more than this.
+_KEPT = transition(State.RUNNING, Outcome.SUCCESS.value, GuardContext(retention_ms=1))
+_DROPPED = transition(State.RUNNING, Outcome.SUCCESS.value, GuardContext(retention_ms=0))
+SUCCESS_IS_PLAIN = (_KEPT.target is State.COMPLETED and _DROPPED.target is State.DELETED
+                    and not _KEPT.effects and not _DROPPED.effects
+                    and {_KEPT.guard, _DROPPED.guard} == {"retention_positive",
+                                                         "retention_zero"})
+
+
+def _all_plain_successes(acks: Sequence[AckRequest]) -> bool:
+    """Successes with nothing to record but the success itself, each job once."""
+    return SUCCESS_IS_PLAIN and len({a.claim.job.id for a in acks}) == len(acks) and all(
+        a.outcome in (Outcome.SUCCESS, Outcome.SUCCESS.value) and a.error is None
+        and not a.logs and a.delay_ms is None and a.result is None for a in acks)
+
+
+def ack_plain_successes(conn: Connection, now: int, acks: Sequence[AckRequest],
+                        history: dict[str, dict[str, int]]) -> list[str]:
+    """A worker's steady state without reading the rows first: one UPDATE completes
+    the acks whose rows are still theirs (and a DELETE, when some are left, takes those
+    with retention 0). For engines whose writes are serial: the statements change rows
+    in scan order. Returns the lost job ids."""
+    ids = [a.claim.job.id for a in acks]
+    marks = ",".join("?" * len(ids))
+    rows = ",".join(["(?, ?, ?)"] * len(acks))
+    keys = [v for a in acks for v in (a.claim.job.id, a.claim.lease_id, a.claim.fence)]
+    done = conn.execute(COMPLETE_PLAIN.format(marks=marks, rows=rows),
+                        (_KEPT.target.value, now, now, *ids, *keys)).fetchall()
+    if len(done) < len(ids):
+        done += conn.execute(DELETE_PLAIN.format(marks=marks, rows=rows), (*ids, *keys)).fetchall()
+    for _, queue in done:
+        _add_counts(history, queue, {"completed": 1})
+    applied = {job_id for job_id, _ in done}
+    return sorted(i for i in ids if i not in applied)
 
 
 def _checked_outcome(outcome: Outcome | str, delay_ms: int | None,
