@@ -4,13 +4,14 @@ of §3.2 computed independently, and the states and outcomes of §4."""
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 from typing import Any
 
 import pytest
 
 from headgate import Envelope, InvalidInput, Outcome, State, fingerprint
-from headgate.core import STORED_STATES, TERMINAL, UNFINISHED
+from headgate.core import STORED_STATES, TERMINAL, UNFINISHED, ids
 
 MIB = 1024 * 1024
 
@@ -42,6 +43,32 @@ def test_generated_ids_are_unique_and_time_sortable() -> None:
     ids = [valid().id for _ in range(500)]
     assert len(set(ids)) == 500
     assert ids == sorted(ids)  # type: ignore[type-var]
+
+
+def test_forked_children_mint_ids_their_siblings_do_not() -> None:
+    """Isolated handlers run in children forked from one fork server: each must get its
+    own id prefixes, or two children enqueueing in the same millisecond collide."""
+    minted = []
+    for _ in range(2):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report its first ids, then leave without cleanup
+            os.write(write, f"{ids.new_id()} {ids.new_lease_id()}".encode())
+            os._exit(0)
+        os.close(write)
+        os.waitpid(pid, 0)
+        minted.append(os.read(read, 200).decode().split())
+        os.close(read)
+    mine = [ids.new_id(), ids.new_lease_id()]
+    job_prefixes = {m[0][12:22] for m in (*minted, mine)}
+    lease_prefixes = {m[1][:16] for m in (*minted, mine)}
+    assert len(job_prefixes) == 3 and len(lease_prefixes) == 3, (minted, mine)
+
+
+def test_lease_ids_are_unique_32_hex_digits() -> None:
+    leases = {ids.new_lease_id() for _ in range(1000)}
+    assert len(leases) == 1000
+    assert all(len(lease) == 32 and int(lease, 16) >= 0 for lease in leases)
 
 
 def test_payload_may_be_empty_and_bytearray_is_accepted() -> None:

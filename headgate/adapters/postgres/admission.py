@@ -17,7 +17,6 @@ only admits. Every call is one statement in autocommit: no BEGIN or COMMIT round
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ from headgate.adapters.sql.admission import validate_admit_args
 from headgate.adapters.sql.rows import row_to_job
 from headgate.core import AckRequest, Claim, Outcome
 from headgate.core.envelope import MAX_PAYLOAD
+from headgate.core.ids import new_lease_id
 
 from .connection import PgConnection, PgDatabase
 
@@ -90,7 +90,7 @@ def admit(
 ) -> tuple[list[str], list[Claim]]:
     """Apply `acks` and admit, in one statement; returns (lost job ids, claims).
     `now`: the store time of acks the caller already applied in this transaction."""
-    lease_id = uuid.uuid4().hex
+    lease_id = new_lease_id()
     rows = conn.execute(ADMIT, (
         worker_id, list(queues), capacity, lease_ms, quantum, lease_id, now, *acks.params(),
     )).fetchall()

@@ -15,13 +15,13 @@ tests/test_postgres_server_side.py replays scenarios through both and compares t
 from __future__ import annotations
 
 import math
-import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from headgate.core import Claim, Explanation, State
 from headgate.core.errors import InvalidInput
+from headgate.core.ids import new_lease_id
 
 from .conn import Connection
 from .lifecycle import promote_due
@@ -207,7 +207,7 @@ def admit(
     gate = Gate(conn, now, worker_id)
     gate.any_quarantine = bool(rows[0][5])
     gate.limits = {r[0]: [] for r in rows if not r[4]}
-    lease_id = uuid.uuid4().hex
+    lease_id = new_lease_id()
     expires = now + lease_ms
 
     remaining = capacity
