@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 from conftest import _pg_database, pg_available
+from psycopg import sql
 
 from headgate import (
     Backpressure,
@@ -217,6 +218,44 @@ def test_an_enqueue_reads_jobs_through_the_primary_key_alone(pg_url: str) -> Non
         store.close()
     assert read.pop("jobs_pkey") >= 1  # the replay found its job
     assert read and all(n == 0 for n in read.values()), read
+
+
+def test_a_single_job_skips_the_function_unless_it_needs_a_decision(pg_url: str) -> None:
+    """One job on an existing, unlimited queue is one plain statement; a first job on a
+    new queue, a replayed id, a quarantined fingerprint and a limited queue go through
+    headgate_enqueue. The function's call counter (track_functions) tells which ran."""
+    database = sql.Identifier(pg_url.rsplit("/", 1)[1])
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("ALTER DATABASE {} SET track_functions = 'pl'").format(database))
+    store = open_store(pg_url, pool_max=1)
+
+    def calls() -> int:
+        with store.db.read() as conn:  # type: ignore[attr-defined]
+            conn.execute("SELECT pg_stat_force_next_flush()")
+            row = conn.execute("SELECT calls FROM pg_stat_user_functions "
+                               "WHERE funcname = 'headgate_enqueue'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    try:
+        client = Client(store)
+        client.enqueue("k", b"first", queue="plain")  # a new queue: the function
+        assert calls() == 1
+        for i in range(5):
+            client.enqueue("k", b"%d" % i, queue="plain")
+        client.enqueue("k", b"mine", id="job-plain", queue="plain")
+        assert calls() == 1
+        client.enqueue("k", b"mine", id="job-plain", queue="plain")  # a replay
+        assert calls() == 2
+        with pytest.raises(IdConflict):
+            client.enqueue("k", b"other", id="job-plain", queue="plain")
+        assert calls() == 3
+        store.set_enqueue_limit("plain", 7)
+        with pytest.raises(Backpressure):
+            client.enqueue("k", b"over", queue="plain")
+        assert calls() == 4
+        assert store.counts("plain")[State.AVAILABLE.value] == 7
+    finally:
+        store.close()
 
 
 def test_producers_and_a_worker_share_a_queue_without_deadlock(pg_url: str) -> None:

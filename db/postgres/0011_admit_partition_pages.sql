@@ -5,8 +5,11 @@
 -- (all the quantum needs), then reads the first round lazily in rotation order, as the
 -- shared admission does (headgate/adapters/sql/admission.py _rotation): those after the
 -- cursor, then from the start up to it, each page about the visits that fill the wanted
--- count. Later rounds revisit only partitions already read. Everything else is 0005's
--- function.
+-- count. Later rounds revisit only partitions already read. And statements with nothing
+-- to do are skipped: each is a query with executor start-up, ~0.1 ms on a backend that
+-- sat idle, which is what a worker woken by one job calls (one queue needs no dedupe;
+-- the write-backs and the history insert run only when something changed; a page with
+-- no carried state or acks is appended as read). Everything else is 0005's function.
 -- Keys are ordered and compared in the column's collation (C on a --no-locale cluster,
 -- as SQLite's code point order).
 
@@ -122,8 +125,12 @@ DECLARE
     x_quarantine BIGINT[] := '{}';
     v_xi INTEGER;
 BEGIN
-    v_names := ARRAY(SELECT u FROM unnest(p_queues) WITH ORDINALITY AS t(u, i)
-                     GROUP BY u ORDER BY min(i));
+    IF cardinality(p_queues) = 1 THEN
+        v_names := p_queues;
+    ELSE
+        v_names := ARRAY(SELECT u FROM unnest(p_queues) WITH ORDINALITY AS t(u, i)
+                         GROUP BY u ORDER BY min(i));
+    END IF;
     -- First the queues' admission locks, in code point order like dialect.lock_queues
     -- (Python's sorted()): one order with the shared lifecycle (lifecycle.lock_job_queues).
     FOR v_lock IN
@@ -311,31 +318,40 @@ BEGIN
                                 ELSE
                                     v_after := page_key[v_page];
                                 END IF;
-                                -- base: the running count as the shared code reads it, after
-                                -- the acks; a second pass resumes this queue's state
-                                SELECT part_key || coalesce(array_agg(n.key ORDER BY n.i), '{}'),
-                                       part_deficit || coalesce(array_agg(coalesce(g.deficit, n.deficit)
-                                                                          ORDER BY n.i), '{}'),
-                                       part_loaded || coalesce(array_agg(coalesce(g.loaded, n.deficit)
-                                                                         ORDER BY n.i), '{}'),
-                                       part_running || coalesce(array_agg(
-                                           n.running - coalesce(k.acked, 0) + coalesce(g.delta, 0)
-                                           ORDER BY n.i), '{}'),
-                                       part_base || coalesce(array_agg(n.running - coalesce(k.acked, 0)
-                                                                       ORDER BY n.i), '{}')
-                                INTO part_key, part_deficit, part_loaded, part_running, part_base
-                                FROM unnest(page_key, page_deficit, page_running) WITH ORDINALITY
-                                    AS n(key, deficit, running, i)
-                                LEFT JOIN (
-                                    SELECT s.key, s.deficit, s.loaded, s.delta
-                                    FROM unnest(g_queue, g_key, g_deficit, g_loaded, g_delta)
-                                        AS s(queue, key, deficit, loaded, delta)
-                                    WHERE s.queue = v_queue
-                                ) AS g ON g.key = n.key LEFT JOIN (
-                                    SELECT d.key, count(*) AS acked
-                                    FROM unnest(v_kept_queues, v_kept_parts) AS d(queue, key)
-                                    WHERE d.queue = v_queue GROUP BY d.key
-                                ) AS k ON k.key = n.key;
+                                IF v_queue <> ALL(g_queue) AND v_queue <> ALL(v_kept_queues) THEN
+                                    -- no carried state and no acks here: the page as read
+                                    part_key := part_key || page_key;
+                                    part_deficit := part_deficit || page_deficit;
+                                    part_loaded := part_loaded || page_deficit;
+                                    part_running := part_running || page_running;
+                                    part_base := part_base || page_running;
+                                ELSE
+                                    -- base: the running count as the shared code reads it, after
+                                    -- the acks; a second pass resumes this queue's state
+                                    SELECT part_key || coalesce(array_agg(n.key ORDER BY n.i), '{}'),
+                                           part_deficit || coalesce(array_agg(coalesce(g.deficit, n.deficit)
+                                                                              ORDER BY n.i), '{}'),
+                                           part_loaded || coalesce(array_agg(coalesce(g.loaded, n.deficit)
+                                                                             ORDER BY n.i), '{}'),
+                                           part_running || coalesce(array_agg(
+                                               n.running - coalesce(k.acked, 0) + coalesce(g.delta, 0)
+                                               ORDER BY n.i), '{}'),
+                                           part_base || coalesce(array_agg(n.running - coalesce(k.acked, 0)
+                                                                           ORDER BY n.i), '{}')
+                                    INTO part_key, part_deficit, part_loaded, part_running, part_base
+                                    FROM unnest(page_key, page_deficit, page_running) WITH ORDINALITY
+                                        AS n(key, deficit, running, i)
+                                    LEFT JOIN (
+                                        SELECT s.key, s.deficit, s.loaded, s.delta
+                                        FROM unnest(g_queue, g_key, g_deficit, g_loaded, g_delta)
+                                            AS s(queue, key, deficit, loaded, delta)
+                                        WHERE s.queue = v_queue
+                                    ) AS g ON g.key = n.key LEFT JOIN (
+                                        SELECT d.key, count(*) AS acked
+                                        FROM unnest(v_kept_queues, v_kept_parts) AS d(queue, key)
+                                        WHERE d.queue = v_queue GROUP BY d.key
+                                    ) AS k ON k.key = n.key;
+                                END IF;
                             END LOOP;
                             EXIT WHEN v_i > cardinality(part_key);
                             v_pi := v_i;
@@ -588,50 +604,59 @@ BEGIN
 
     -- admission._write_back: fairness state, tokens and rejection counts, only what
     -- changed, after the claims (counter rows before partition rows: one lock order)
-    FOR v_write IN
-        SELECT s.queue, s.key, s.deficit
-        FROM unnest(g_queue, g_key, g_deficit, g_loaded) AS s(queue, key, deficit, loaded)
-        WHERE s.deficit IS DISTINCT FROM s.loaded
-        ORDER BY s.queue COLLATE "C", s.key COLLATE "C"
-    LOOP
-        UPDATE partitions SET deficit = v_write.deficit
-        WHERE queue = v_write.queue AND partition_key = v_write.key;
-    END LOOP;
-    FOR v_write IN
-        SELECT s.queue, s.cursor
-        FROM unnest(v_active, v_cursors, v_loaded_cursors) AS s(queue, cursor, loaded)
-        WHERE s.cursor <> s.loaded ORDER BY s.queue COLLATE "C"
-    LOOP
-        UPDATE queues SET rr_cursor = v_write.cursor WHERE name = v_write.queue;
-    END LOOP;
-    FOR v_write IN
-        SELECT s.name, s.tokens
-        FROM unnest(r_name, r_found, r_tokens, r_dirty) AS s(name, found, tokens, dirty)
-        WHERE s.found AND s.dirty ORDER BY s.name COLLATE "C"
-    LOOP
-        UPDATE rate_classes SET tokens = v_write.tokens, refilled_at_ms = v_now
-        WHERE name = v_write.name;
-    END LOOP;
+    -- (each loop is a query: skipped, as the history below, when there is nothing to write)
+    IF g_deficit IS DISTINCT FROM g_loaded THEN
+        FOR v_write IN
+            SELECT s.queue, s.key, s.deficit
+            FROM unnest(g_queue, g_key, g_deficit, g_loaded) AS s(queue, key, deficit, loaded)
+            WHERE s.deficit IS DISTINCT FROM s.loaded
+            ORDER BY s.queue COLLATE "C", s.key COLLATE "C"
+        LOOP
+            UPDATE partitions SET deficit = v_write.deficit
+            WHERE queue = v_write.queue AND partition_key = v_write.key;
+        END LOOP;
+    END IF;
+    IF v_cursors IS DISTINCT FROM v_loaded_cursors THEN
+        FOR v_write IN
+            SELECT s.queue, s.cursor
+            FROM unnest(v_active, v_cursors, v_loaded_cursors) AS s(queue, cursor, loaded)
+            WHERE s.cursor <> s.loaded ORDER BY s.queue COLLATE "C"
+        LOOP
+            UPDATE queues SET rr_cursor = v_write.cursor WHERE name = v_write.queue;
+        END LOOP;
+    END IF;
+    IF true = ANY(r_dirty) THEN
+        FOR v_write IN
+            SELECT s.name, s.tokens
+            FROM unnest(r_name, r_found, r_tokens, r_dirty) AS s(name, found, tokens, dirty)
+            WHERE s.found AND s.dirty ORDER BY s.name COLLATE "C"
+        LOOP
+            UPDATE rate_classes SET tokens = v_write.tokens, refilled_at_ms = v_now
+            WHERE name = v_write.name;
+        END LOOP;
+    END IF;
     -- rows.bump_history: the acks' completions and the rejections, one row per queue
-    INSERT INTO queue_history (queue, bucket_ms, completed, rejected_rate_class,
-                               rejected_concurrency_limit, rejected_quarantine)
-    SELECT s.queue, v_now - v_now % 60000, sum(s.completed), sum(s.rate), sum(s.lim),
-           sum(s.quarantine)
-    FROM (
-        SELECT d.queue, 1 AS completed, 0 AS rate, 0 AS lim, 0 AS quarantine
-        FROM unnest(v_done_queues) AS d(queue)
-        UNION ALL
-        SELECT x.queue, 0, x.rate, x.lim, x.quarantine
-        FROM unnest(x_queue, x_rate, x_limit, x_quarantine) AS x(queue, rate, lim, quarantine)
-    ) AS s
-    GROUP BY s.queue HAVING sum(s.completed + s.rate + s.lim + s.quarantine) > 0
-    ORDER BY s.queue COLLATE "C"
-    ON CONFLICT (queue, bucket_ms) DO UPDATE SET
-        completed = queue_history.completed + excluded.completed,
-        rejected_rate_class = queue_history.rejected_rate_class + excluded.rejected_rate_class,
-        rejected_concurrency_limit =
-            queue_history.rejected_concurrency_limit + excluded.rejected_concurrency_limit,
-        rejected_quarantine = queue_history.rejected_quarantine + excluded.rejected_quarantine;
+    IF cardinality(v_done_queues) > 0 OR 0 < ANY(x_rate || x_limit || x_quarantine) THEN
+        INSERT INTO queue_history (queue, bucket_ms, completed, rejected_rate_class,
+                                   rejected_concurrency_limit, rejected_quarantine)
+        SELECT s.queue, v_now - v_now % 60000, sum(s.completed), sum(s.rate), sum(s.lim),
+               sum(s.quarantine)
+        FROM (
+            SELECT d.queue, 1 AS completed, 0 AS rate, 0 AS lim, 0 AS quarantine
+            FROM unnest(v_done_queues) AS d(queue)
+            UNION ALL
+            SELECT x.queue, 0, x.rate, x.lim, x.quarantine
+            FROM unnest(x_queue, x_rate, x_limit, x_quarantine) AS x(queue, rate, lim, quarantine)
+        ) AS s
+        GROUP BY s.queue HAVING sum(s.completed + s.rate + s.lim + s.quarantine) > 0
+        ORDER BY s.queue COLLATE "C"
+        ON CONFLICT (queue, bucket_ms) DO UPDATE SET
+            completed = queue_history.completed + excluded.completed,
+            rejected_rate_class = queue_history.rejected_rate_class + excluded.rejected_rate_class,
+            rejected_concurrency_limit =
+                queue_history.rejected_concurrency_limit + excluded.rejected_concurrency_limit,
+            rejected_quarantine = queue_history.rejected_quarantine + excluded.rejected_quarantine;
+    END IF;
 
     -- The claimed rows in full; one an operator changed meanwhile is not ours.
     RETURN QUERY
