@@ -205,3 +205,42 @@ def test_poll_only_is_chosen_by_environment(pg_url: str) -> None:
     finally:
         store.close()
     assert Settings.from_env({"HG_STORE": "sqlite"}).store_options() == {}
+
+
+def test_a_database_at_schema_9_upgrades_with_its_jobs(pg_url: str) -> None:
+    """Migrations 10 and 11 replace the two server functions whatever text of them the
+    database ran: here headgate_enqueue has other result columns, as databases migrated
+    before 0006 was revised do (CREATE OR REPLACE cannot change those)."""
+    from headgate.adapters.postgres.connection import MIGRATIONS_DIR
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
+                     "name TEXT NOT NULL, applied_at_ms BIGINT NOT NULL)")
+        for path in sorted(MIGRATIONS_DIR.glob("[0-9]*.sql")):
+            version = int(path.name.split("_", 1)[0])
+            if version > 9:
+                continue
+            conn.execute(path.read_text().encode())
+            conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, 0)", (version, path.name))
+        args = ("TEXT[], TEXT[], INTEGER[], BYTEA[], TEXT[], TEXT[], INTEGER[], TEXT[], "
+                "TEXT[], BIGINT[], BIGINT[], INTEGER[], BIGINT[], TEXT[], TEXT[], TEXT[], "
+                "TEXT[], BIGINT[], BOOLEAN[], TEXT")
+        conn.execute(f"DROP FUNCTION headgate_enqueue({args})")
+        conn.execute(f"CREATE FUNCTION headgate_enqueue({args}, OUT outcome TEXT, "
+                     "OUT subject TEXT, OUT queues TEXT[]) LANGUAGE sql AS "
+                     "$$ SELECT 'ok', NULL::text, '{}'::text[] $$")
+        conn.execute("INSERT INTO queues (name) VALUES ('up')")
+        conn.execute(
+            "INSERT INTO jobs (id, kind, schema_version, payload, fingerprint, queue, "
+            "priority, partition_key, rate_class, weight, state, scheduled_at_ms, "
+            "max_attempts, retention_ms, enqueued_at_ms) VALUES ('job-old', 'k', 1, 'old', "
+            "'fp', 'up', 0, '', '', 1, 'available', 0, 3, 60000, 0)")
+    store = open_store(pg_url)
+    try:
+        assert store.schema_version() >= 11
+        Client(store).enqueue("k", b"new", queue="up")
+        claims = store.admit("w", ["up"], 5)
+        assert sorted(c.job.payload for c in claims) == [b"new", b"old"]
+        assert store.counts("up")["running"] == 2
+    finally:
+        store.close()

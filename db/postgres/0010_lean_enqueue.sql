@@ -9,7 +9,13 @@
 -- The counters stay with the statement triggers of 0001 (counting in the statement
 -- itself measured no faster).
 
-CREATE OR REPLACE FUNCTION headgate_enqueue(
+-- Dropped first: a database migrated with an earlier text of 0006 has the function with
+-- other result columns, which CREATE OR REPLACE cannot change.
+DROP FUNCTION IF EXISTS headgate_enqueue(
+    TEXT[], TEXT[], INTEGER[], BYTEA[], TEXT[], TEXT[], INTEGER[], TEXT[], TEXT[], BIGINT[], BIGINT[],
+    INTEGER[], BIGINT[], TEXT[], TEXT[], TEXT[], TEXT[], BIGINT[], BOOLEAN[], TEXT);
+
+CREATE FUNCTION headgate_enqueue(
     p_id TEXT[], p_kind TEXT[], p_schema_version INTEGER[], p_payload BYTEA[],
     p_fingerprint TEXT[], p_queue TEXT[], p_priority INTEGER[], p_partition_key TEXT[],
     p_rate_class TEXT[], p_weight BIGINT[], p_scheduled_at_ms BIGINT[],

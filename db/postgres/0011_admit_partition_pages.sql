@@ -13,7 +13,12 @@
 -- Keys are ordered and compared in the column's collation (C on a --no-locale cluster,
 -- as SQLite's code point order).
 
-CREATE OR REPLACE FUNCTION headgate_admit(
+-- Dropped first, as 0010 does headgate_enqueue: whatever text of 0005 a database ran.
+DROP FUNCTION IF EXISTS headgate_admit(
+    TEXT, TEXT[], BIGINT, BIGINT, BIGINT, TEXT, BIGINT, TEXT[], TEXT[], TEXT[], BIGINT[],
+    BYTEA[], INTEGER[]);
+
+CREATE FUNCTION headgate_admit(
     p_worker TEXT, p_queues TEXT[], p_capacity BIGINT, p_lease_ms BIGINT,
     p_quantum BIGINT, p_lease_id TEXT, p_now BIGINT, p_ack_queues TEXT[],
     p_ack_ids TEXT[], p_ack_leases TEXT[], p_ack_fences BIGINT[], p_ack_results BYTEA[],
