@@ -63,8 +63,8 @@ class Database:
                 conn.execute("PRAGMA page_size = 1024")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
-                # The checkpointer thread keeps the WAL short; this is its fallback.
-                conn.execute("PRAGMA wal_autocheckpoint = 10000")
+                # The checkpointer thread keeps the WAL short; this (~40 MB) is its fallback.
+                conn.execute("PRAGMA wal_autocheckpoint = 40000")
                 conn.execute("PRAGMA cache_size = -65536")
                 conn.execute("PRAGMA foreign_keys = OFF")
             except sqlite3.Error as exc:
