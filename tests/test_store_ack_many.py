@@ -104,3 +104,19 @@ def test_plain_successes_are_checked_job_by_job(store: headgate.Store, via: str)
     counts = store.counts("ps")
     assert counts["completed"] == 2 and counts["running"] == 1
     assert store.get_job(kept.job.id).finalized_at_ms is not None
+
+
+def test_a_large_batch_of_plain_successes_is_acked_in_full(store: headgate.Store) -> None:
+    """More acks than one statement takes (500: four bound values an ack), with a lost
+    one among them."""
+    client = headgate.Client(store)
+    client.enqueue_many([headgate.Envelope(kind="k", payload=b"%d" % i, queue="big")
+                         for i in range(1_200)])
+    claims = store.admit("w", ["big"], 1_200)
+    assert len(claims) == 1_200
+    stale = claims[7]
+    store.ack(stale, Outcome.SUCCESS)
+    lost = store.ack_many([AckRequest(c, "success") for c in claims])
+    assert lost == [stale.job.id]
+    counts = store.counts("big")
+    assert counts["completed"] == 1_200 and counts["running"] == 0

@@ -202,18 +202,23 @@ def ack_plain_successes(conn: Connection, now: int, acks: Sequence[AckRequest],
     the acks whose rows are still theirs (and a DELETE, when some are left, takes those
     with retention 0). For engines whose writes are serial: the statements change rows
     in scan order. Returns the lost job ids."""
-    ids = [a.claim.job.id for a in acks]
-    marks = ",".join("?" * len(ids))
-    rows = ",".join(["(?, ?, ?)"] * len(acks))
-    keys = [v for a in acks for v in (a.claim.job.id, a.claim.lease_id, a.claim.fence)]
-    done = conn.execute(COMPLETE_PLAIN.format(marks=marks, rows=rows),
-                        (_KEPT.target.value, now, now, *ids, *keys)).fetchall()
-    if len(done) < len(ids):
-        done += conn.execute(DELETE_PLAIN.format(marks=marks, rows=rows), (*ids, *keys)).fetchall()
-    for _, queue in done:
-        _add_counts(history, queue, {"completed": 1})
-    applied = {job_id for job_id, _ in done}
-    return sorted(i for i in ids if i not in applied)
+    lost: list[str] = []
+    for i in range(0, len(acks), 500):  # four variables an ack, far below SQLite's limit
+        chunk = acks[i : i + 500]
+        ids = [a.claim.job.id for a in chunk]
+        marks = ",".join("?" * len(ids))
+        rows = ",".join(["(?, ?, ?)"] * len(chunk))
+        keys = [v for a in chunk for v in (a.claim.job.id, a.claim.lease_id, a.claim.fence)]
+        done = conn.execute(COMPLETE_PLAIN.format(marks=marks, rows=rows),
+                            (_KEPT.target.value, now, now, *ids, *keys)).fetchall()
+        if len(done) < len(ids):
+            done += conn.execute(DELETE_PLAIN.format(marks=marks, rows=rows),
+                                 (*ids, *keys)).fetchall()
+        for _, queue in done:
+            _add_counts(history, queue, {"completed": 1})
+        applied = {job_id for job_id, _ in done}
+        lost += (job_id for job_id in ids if job_id not in applied)
+    return sorted(lost)
 
 
 def _checked_outcome(outcome: Outcome | str, delay_ms: int | None,
