@@ -9,7 +9,10 @@
 -- to do are skipped: each is a query with executor start-up, ~0.1 ms on a backend that
 -- sat idle, which is what a worker woken by one job calls (one queue needs no dedupe;
 -- the write-backs and the history insert run only when something changed; a page with
--- no carried state or acks is appended as read). Everything else is 0005's function.
+-- no carried state or acks is appended as read). An ack batch is no longer tested ack
+-- by ack against the whole batch (lost acks by EXCEPT, the kept acks' results carried
+-- from the read): ack_many of 4,000 plain successes 3.5 -> 0.12 s. Everything else is
+-- 0005's function.
 -- Keys are ordered and compared in the column's collation (C on a --no-locale cluster,
 -- as SQLite's code point order).
 
@@ -35,6 +38,8 @@ DECLARE
     v_kept TEXT[] := '{}';
     v_kept_queues TEXT[] := '{}';
     v_kept_parts TEXT[] := '{}';
+    v_kept_results BYTEA[] := '{}';
+    v_kept_versions INTEGER[] := '{}';
     v_deleted TEXT[] := '{}';
     v_done_queues TEXT[] := '{}';
     v_names TEXT[];
@@ -150,20 +155,28 @@ BEGIN
         SELECT coalesce(array_agg(h.id) FILTER (WHERE h.retention_ms > 0), '{}'),
                coalesce(array_agg(h.queue) FILTER (WHERE h.retention_ms > 0), '{}'),
                coalesce(array_agg(h.partition_key) FILTER (WHERE h.retention_ms > 0), '{}'),
+               coalesce(array_agg(h.result) FILTER (WHERE h.retention_ms > 0), '{}'),
+               coalesce(array_agg(h.version) FILTER (WHERE h.retention_ms > 0), '{}'),
                coalesce(array_agg(h.id) FILTER (WHERE h.retention_ms = 0), '{}'),
                coalesce(array_agg(h.queue), '{}')
-        INTO v_kept, v_kept_queues, v_kept_parts, v_deleted, v_done_queues
+        INTO v_kept, v_kept_queues, v_kept_parts, v_kept_results, v_kept_versions,
+             v_deleted, v_done_queues
         FROM (
-            SELECT j.id, j.retention_ms, j.queue, j.partition_key
-            FROM jobs j JOIN unnest(p_ack_ids, p_ack_leases, p_ack_fences)
-                AS a(id, lease_id, fence) ON a.id = j.id
-            WHERE j.id = ANY(p_ack_ids) AND j.state = 'running'
-              AND j.lease_id = a.lease_id AND j.fence = a.fence
+            -- Joined from the acks (0005 also filtered jobs by `id = ANY(acks)`, tested
+            -- against the whole batch for every running job the plan walked)
+            SELECT j.id, j.retention_ms, j.queue, j.partition_key, a.result, a.version
+            FROM unnest(p_ack_ids, p_ack_leases, p_ack_fences, p_ack_results, p_ack_versions)
+                AS a(id, lease_id, fence, result, version)
+            JOIN jobs j ON j.id = a.id
+            WHERE j.state = 'running' AND j.lease_id = a.lease_id AND j.fence = a.fence
             ORDER BY j.id FOR UPDATE OF j
         ) AS h;
         FOR v_lost IN
-            SELECT a.id FROM unnest(p_ack_ids) AS a(id)
-            WHERE a.id <> ALL(v_kept || v_deleted) ORDER BY a.id COLLATE "C"
+            -- (EXCEPT: testing each ack against the kept array was O(acks²))
+            SELECT lost.id FROM (
+                SELECT a.id FROM unnest(p_ack_ids) AS a(id)
+                EXCEPT SELECT d.id FROM unnest(v_kept || v_deleted) AS d(id)
+            ) AS lost ORDER BY lost.id COLLATE "C"
         LOOP
             v_out.lost_id := v_lost;
             RETURN NEXT v_out;
@@ -597,9 +610,8 @@ BEGIN
             result_schema_version = CASE WHEN u.result IS NULL
                                          THEN jobs.result_schema_version ELSE u.version END
         FROM (
-            SELECT a.id, true AS acked, a.result, a.version
-            FROM unnest(p_ack_ids, p_ack_results, p_ack_versions) AS a(id, result, version)
-            WHERE a.id = ANY(v_kept)
+            SELECT k.id, true AS acked, k.result, k.version
+            FROM unnest(v_kept, v_kept_results, v_kept_versions) AS k(id, result, version)
             UNION ALL
             SELECT cl.id, false, NULL, NULL FROM unnest(v_claimed) AS cl(id)
         ) AS u
