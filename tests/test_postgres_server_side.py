@@ -249,3 +249,29 @@ def test_a_batch_with_other_outcomes_goes_through_the_lifecycle(pg_url: str) -> 
         assert logged.state is State.COMPLETED and logged.errors[-1]["logs"] == ["kept line"]
     finally:
         store.close()
+
+
+def test_acks_find_their_rows_by_primary_key(pg_url: str) -> None:
+    """An ack batch goes from the acks to their rows; a plan made while jobs was small
+    read every running job for each batch (O(running jobs in the database) per ack
+    call). The session's index counters show which indexes the acks read."""
+    store = open_store(pg_url, notify=False, pool_max=1)
+
+    def reads() -> dict[str, int]:
+        with store.db.read() as conn:
+            conn.execute("SELECT pg_stat_force_next_flush()")
+            return dict(conn.execute("SELECT indexrelname, idx_tup_read FROM pg_stat_user_indexes "
+                                     "WHERE relname = 'jobs'").fetchall())
+
+    try:
+        _enqueue(store, 300, "pk")
+        claims = store.admit("w", ["pk"], 300)
+        assert len(claims) == 300
+        before = reads()
+        assert store.ack_many([AckRequest(c, "success") for c in claims]) == []
+        after = reads()
+    finally:
+        store.close()
+    read = {name: after[name] - before.get(name, 0) for name in after}
+    assert read.pop("jobs_pkey") >= 300
+    assert all(n == 0 for n in read.values()), {k: n for k, n in read.items() if n}

@@ -152,23 +152,32 @@ BEGIN
     -- lifecycle.ack_many for plain successes: rows locked in id order; an ack whose job
     -- is no longer running under its lease and fence changes nothing and is lost.
     IF cardinality(p_ack_ids) > 0 THEN
-        SELECT coalesce(array_agg(h.id) FILTER (WHERE h.retention_ms > 0), '{}'),
-               coalesce(array_agg(h.queue) FILTER (WHERE h.retention_ms > 0), '{}'),
-               coalesce(array_agg(h.partition_key) FILTER (WHERE h.retention_ms > 0), '{}'),
-               coalesce(array_agg(h.result) FILTER (WHERE h.retention_ms > 0), '{}'),
-               coalesce(array_agg(h.version) FILTER (WHERE h.retention_ms > 0), '{}'),
-               coalesce(array_agg(h.id) FILTER (WHERE h.retention_ms = 0), '{}'),
-               coalesce(array_agg(h.queue), '{}')
+        SELECT coalesce(array_agg(h.id) FILTER (WHERE h.running AND h.retention_ms > 0), '{}'),
+               coalesce(array_agg(h.queue) FILTER (WHERE h.running AND h.retention_ms > 0),
+                        '{}'),
+               coalesce(array_agg(h.partition_key)
+                        FILTER (WHERE h.running AND h.retention_ms > 0), '{}'),
+               coalesce(array_agg(h.result) FILTER (WHERE h.running AND h.retention_ms > 0),
+                        '{}'),
+               coalesce(array_agg(h.version) FILTER (WHERE h.running AND h.retention_ms > 0),
+                        '{}'),
+               coalesce(array_agg(h.id) FILTER (WHERE h.running AND h.retention_ms = 0), '{}'),
+               coalesce(array_agg(h.queue) FILTER (WHERE h.running), '{}')
         INTO v_kept, v_kept_queues, v_kept_parts, v_kept_results, v_kept_versions,
              v_deleted, v_done_queues
         FROM (
-            -- Joined from the acks (0005 also filtered jobs by `id = ANY(acks)`, tested
-            -- against the whole batch for every running job the plan walked)
-            SELECT j.id, j.retention_ms, j.queue, j.partition_key, a.result, a.version
+            -- Joined from the acks by primary key (0005 also filtered jobs by
+            -- `id = ANY(acks)`, tested against the whole batch for every running job the
+            -- plan walked). No state predicate here: with one, a plan made while jobs was
+            -- small read every running job through jobs_running. A row still under its
+            -- lease and fence is running; the state is checked on the rows read (in the
+            -- aggregates: a WHERE would be pushed down into this subquery).
+            SELECT j.id, j.state = 'running' AS running, j.retention_ms, j.queue,
+                   j.partition_key, a.result, a.version
             FROM unnest(p_ack_ids, p_ack_leases, p_ack_fences, p_ack_results, p_ack_versions)
                 AS a(id, lease_id, fence, result, version)
             JOIN jobs j ON j.id = a.id
-            WHERE j.state = 'running' AND j.lease_id = a.lease_id AND j.fence = a.fence
+            WHERE j.lease_id = a.lease_id AND j.fence = a.fence
             ORDER BY j.id FOR UPDATE OF j
         ) AS h;
         FOR v_lost IN
