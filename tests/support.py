@@ -61,3 +61,13 @@ def query_plan(path: str | Path, sql: str) -> str:
     """SQLite's plan for `sql` on the database file at `path`, its steps joined by |."""
     with closing(sqlite3.connect(path)) as conn:
         return " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql))
+
+
+def jobs_index_reads(store: Any) -> dict[str, int]:
+    """Tuples read from each index of `jobs`, as counted for the store's sessions so far.
+    The store's own session flushes its pending counts first, so open the store with
+    pool_max=1 for the figures to include its latest statements."""
+    with store.db.read() as conn:
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        return dict(conn.execute("SELECT indexrelname, idx_tup_read FROM pg_stat_user_indexes "
+                                 "WHERE relname = 'jobs'").fetchall())

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 from conftest import _pg_database, pg_available
 from psycopg import sql
+from support import jobs_index_reads
 
 from headgate import (
     Backpressure,
@@ -209,11 +210,7 @@ def test_an_enqueue_reads_jobs_through_the_primary_key_alone(pg_url: str) -> Non
             client.enqueue("k", b"%d" % i, queue="scans")
         client.enqueue("k", b"again", id="job-scans", queue="scans")
         client.enqueue("k", b"again", id="job-scans", queue="scans")  # a replay
-        with store.db.read() as conn:  # type: ignore[attr-defined]
-            conn.execute("SELECT pg_stat_force_next_flush()")
-            read = dict(conn.execute(
-                "SELECT indexrelname, idx_tup_read FROM pg_stat_user_indexes "
-                "WHERE relname = 'jobs'").fetchall())
+        read = jobs_index_reads(store)
     finally:
         store.close()
     assert read.pop("jobs_pkey") >= 1  # the replay found its job

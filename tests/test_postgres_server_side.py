@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 from conftest import _pg_database, pg_available
+from support import jobs_index_reads
 
 import headgate
 from headgate import Envelope, State, open_store
@@ -257,19 +258,13 @@ def test_acks_find_their_rows_by_primary_key(pg_url: str) -> None:
     call). The session's index counters show which indexes the acks read."""
     store = open_store(pg_url, notify=False, pool_max=1)
 
-    def reads() -> dict[str, int]:
-        with store.db.read() as conn:
-            conn.execute("SELECT pg_stat_force_next_flush()")
-            return dict(conn.execute("SELECT indexrelname, idx_tup_read FROM pg_stat_user_indexes "
-                                     "WHERE relname = 'jobs'").fetchall())
-
     try:
         _enqueue(store, 300, "pk")
         claims = store.admit("w", ["pk"], 300)
         assert len(claims) == 300
-        before = reads()
+        before = jobs_index_reads(store)
         assert store.ack_many([AckRequest(c, "success") for c in claims]) == []
-        after = reads()
+        after = jobs_index_reads(store)
     finally:
         store.close()
     read = {name: after[name] - before.get(name, 0) for name in after}

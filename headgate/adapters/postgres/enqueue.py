@@ -101,6 +101,15 @@ def has_unique_key(envs: Sequence[Envelope]) -> bool:
     return any(env.unique_key is not None for env in envs)
 
 
+# The function's arguments in order (one per column); ENQUEUE_PLAIN binds them by name.
+ROW_FIELDS = (
+    "id", "kind", "schema_version", "payload", "fingerprint", "queue", "priority",
+    "partition_key", "rate_class", "weight", "scheduled_at_ms", "max_attempts",
+    "retention_ms", "tags", "sticky_worker", "headers", "periodic_schedule_id",
+    "periodic_tick_ms", "pending",
+)
+
+
 def _row(e: Envelope) -> list:
     return [
         e.id, e.kind, e.schema_version, e.payload, e.fingerprint, e.queue, e.priority,
@@ -111,16 +120,7 @@ def _row(e: Envelope) -> list:
 
 
 def _plain_params(e: Envelope, origin: str | None) -> dict:
-    return {
-        "id": e.id, "kind": e.kind, "schema_version": e.schema_version, "payload": e.payload,
-        "fingerprint": e.fingerprint, "queue": e.queue, "priority": e.priority,
-        "partition_key": e.partition_key, "rate_class": e.rate_class, "weight": e.weight,
-        "scheduled_at_ms": e.scheduled_at_ms, "max_attempts": e.max_attempts,
-        "retention_ms": e.retention_ms, "tags": tags_text(e.tags),
-        "sticky_worker": e.sticky_worker, "headers": headers_text(e.headers),
-        "periodic_schedule_id": e.periodic_schedule_id,
-        "periodic_tick_ms": e.periodic_tick_ms, "pending": e.pending, "origin": origin,
-    }
+    return {**dict(zip(ROW_FIELDS, _row(e), strict=True)), "origin": origin}
 
 
 def _columns(envs: Sequence[Envelope]) -> list[list]:
