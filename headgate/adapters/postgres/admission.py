@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from headgate.adapters.sql.admission import validate_admit_args
+from headgate.adapters.sql.lifecycle import plain_success
 from headgate.adapters.sql.rows import row_to_job
-from headgate.core import AckRequest, Claim, Outcome
+from headgate.core import AckRequest, Claim
 from headgate.core.envelope import MAX_PAYLOAD
 from headgate.core.ids import new_lease_id
 
@@ -67,8 +68,7 @@ def plain_acks(acks: Sequence[AckRequest]) -> PlainAcks | None:
     seen: set[str] = set()
     for a in acks:
         version = a.result_schema_version
-        if (a.outcome != Outcome.SUCCESS.value or a.error is not None or a.logs
-                or a.delay_ms is not None or a.claim.job.id in seen
+        if (not plain_success(a) or a.claim.job.id in seen
                 or isinstance(version, bool) or not isinstance(version, int)
                 or (a.result is not None and (not isinstance(a.result, bytes | bytearray)
                                               or len(a.result) > MAX_PAYLOAD))):

@@ -189,11 +189,18 @@ SUCCESS_IS_PLAIN = (_KEPT.target is State.COMPLETED and _DROPPED.target is State
                                                          "retention_zero"})
 
 
+def plain_success(ack: AckRequest) -> bool:
+    """A success with nothing to record but itself (and perhaps its result): no error,
+    log lines or delay. PostgreSQL's function applies these itself, with results;
+    SQLite's ack_plain_successes without."""
+    return (ack.outcome == Outcome.SUCCESS.value and ack.error is None and not ack.logs
+            and ack.delay_ms is None)
+
+
 def _all_plain_successes(acks: Sequence[AckRequest]) -> bool:
-    """Successes with nothing to record but the success itself, each job once."""
+    """Plain successes without a result, each job once."""
     return SUCCESS_IS_PLAIN and len({a.claim.job.id for a in acks}) == len(acks) and all(
-        a.outcome in (Outcome.SUCCESS, Outcome.SUCCESS.value) and a.error is None
-        and not a.logs and a.delay_ms is None and a.result is None for a in acks)
+        plain_success(a) and a.result is None for a in acks)
 
 
 def ack_plain_successes(conn: Connection, now: int, acks: Sequence[AckRequest],
