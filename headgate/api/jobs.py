@@ -21,6 +21,7 @@ from headgate.core import (
     fingerprint,
 )
 from headgate.core.ids import new_id
+from headgate.core.job_search import parse_search
 
 from .blueprint import bp, json_response, no_content
 from .context import caller, enqueue_context, idempotency_key, producer, producer_call, store
@@ -95,44 +96,6 @@ def job_json(job: Job, now_ms: int) -> dict[str, Any]:
     return body
 
 
-def parse_q(q: str, f: JobFilter) -> None:
-    """The `q` search grammar: space-separated `field:value` terms, ANDed; a bare term
-    matches kind by prefix. Exactly the seed's fields and error messages."""
-    for term in q.split():
-        name, sep, value = term.partition(":")
-        if not sep:
-            f.kind_prefix = term
-        elif name == "id":
-            f.id = value
-        elif name == "queue":
-            f.queue = value
-        elif name == "state":
-            f.state = value
-        elif name == "kind":
-            f.kind = value
-        elif name == "partition":
-            f.partition_key = value
-        elif name == "rate_class":
-            f.rate_class = value
-        elif name == "fingerprint":
-            f.fingerprint = value
-        elif name == "tag":
-            f.tags_all.append(value)
-        elif name == "tag_any":
-            f.tags_any.append(value)
-        elif name == "priority":
-            try:
-                if not value.strip() or value != value.strip():
-                    raise ValueError
-                f.priority = int(value)
-                if not -(2**31) <= f.priority < 2**31:
-                    raise ValueError
-            except ValueError:
-                raise ApiError(400, f"priority `{value}` is not a number") from None
-        else:
-            raise ApiError(400, f"unknown search field `{name}`")
-
-
 def _split_tags(raw: str | None) -> list[str]:
     return [t for t in (raw or "").split(",") if t]
 
@@ -149,7 +112,7 @@ def list_jobs() -> flask.Response:
     f.tags_all.extend(_split_tags(p["tags_all"]))
     f.tags_any.extend(_split_tags(p["tags_any"]))
     if p["q"] is not None:
-        parse_q(p["q"], f)
+        parse_search(p["q"], f)
     limit = 50 if p["limit"] is None else p["limit"]
     if p["cursor"] and not CURSOR.fullmatch(p["cursor"]):
         # Cursors are opaque url-safe tokens; anything else did not come from us.

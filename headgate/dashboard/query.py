@@ -1,10 +1,9 @@
 """The Jobs page's filters: the `q` search grammar plus the sidebar/queue selectors.
 
-The grammar is the control API's (seed `parse_q`): space-separated `field:value` terms,
-ANDed; a bare term matches kind by prefix. It is parsed here rather than by calling
-GET /api/v1/jobs because the page renders server-side in the same process and reads the
-store directly (reads need no API round trip); the error messages are the API's, word
-for word, so the console says what the API would.
+The `q` grammar is the control API's (headgate.core.job_search), parsed here rather than
+by calling GET /api/v1/jobs because the page renders server-side in the same process and
+reads the store directly (reads need no API round trip); a refused search shows the
+API's own message.
 """
 
 from __future__ import annotations
@@ -13,60 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote_plus, urlencode
 
-from headgate.core import JobFilter
+from headgate.core import InvalidInput, JobFilter
+from headgate.core.job_search import parse_search
 
-FIELDS: tuple[str, ...] = (
-    "id", "queue", "state", "kind", "partition", "rate_class", "fingerprint", "tag",
-    "tag_any", "priority",
-)
 # The characters url_for leaves unescaped in query values (werkzeug's set), so links
 # built by `JobQuery.links` are the very URLs url_for builds.
 URL_SAFE = "!$'()*,/:;?@"
 # What POST /api/v1/jobs/bulk can select by; a filter using anything else cannot be
 # turned into a bulk operation without widening it, so the console refuses.
 BULK_FIELDS: frozenset[str] = frozenset({"queue", "state", "kind", "partition_key"})
-
-
-class QueryError(ValueError):
-    """A `q` the API would answer with 400; the message is the API's."""
-
-
-def parse_q(q: str, f: JobFilter) -> None:
-    for term in q.split():
-        name, sep, value = term.partition(":")
-        if not sep:
-            f.kind_prefix = term
-            continue
-        if name == "id":
-            f.id = value
-        elif name == "queue":
-            f.queue = value
-        elif name == "state":
-            f.state = value
-        elif name == "kind":
-            f.kind = value
-        elif name == "partition":
-            f.partition_key = value
-        elif name == "rate_class":
-            f.rate_class = value
-        elif name == "fingerprint":
-            f.fingerprint = value
-        elif name == "tag":
-            f.tags_all.append(value)
-        elif name == "tag_any":
-            f.tags_any.append(value)
-        elif name == "priority":
-            # The API's rule exactly: a plain i32 (a bigger one overflowed SQLite: a 500).
-            try:
-                if not value.strip() or value != value.strip():
-                    raise ValueError
-                f.priority = int(value)
-                if not -(2**31) <= f.priority < 2**31:
-                    raise ValueError
-            except ValueError:
-                raise QueryError(f"priority `{value}` is not a number") from None
-        else:
-            raise QueryError(f"unknown search field `{name}`")
 
 
 @dataclass
@@ -92,8 +46,8 @@ class JobQuery:
         )
         f = JobFilter(state=query.state or None, queue=query.queue or None)
         try:
-            parse_q(query.q, f)
-        except QueryError as exc:
+            parse_search(query.q, f)
+        except InvalidInput as exc:
             query.error = str(exc)
         query.filter = f
         return query
