@@ -16,6 +16,7 @@ from typing import Any
 
 import flask
 import pytest
+from support import wait_for
 
 import headgate
 from headgate.config import Settings
@@ -453,6 +454,26 @@ def test_hub_coalesces_bursts_and_reads_once_per_frame(store: Any) -> None:
         store.counts = original  # type: ignore[method-assign]
         for sub in subs:
             hub.detach(sub)
+
+
+def test_hub_pushes_a_commit_made_by_another_process(store: Any, db: str) -> None:
+    """Another store on the same file stands for another process: its commits never
+    reach this store's activity signal, only its change token (SQLite's data_version) —
+    and `totals` is read on activity only, never on the clock."""
+    other = headgate.open_store(f"sqlite:///{db}", migrate=False)
+    hub = live.LiveHub(store)
+    sub = live.Subscriber()
+    sub.topics = {"totals"}
+    hub.attach(sub)
+    try:
+        time.sleep(live.TICK_INTERVAL_S + 0.5)  # one tick has read the token
+        sub.take()
+        headgate.Client(other).enqueue("elsewhere", b"", queue="elsewhere")
+        wait_for(lambda: sub.take().get("totals", {}).get("available") == 1,
+                 3 * live.TICK_INTERVAL_S, "the other process's job in the totals")
+    finally:
+        hub.detach(sub)
+        other.close()
 
 
 def test_websocket_pushes_a_count_change_after_an_enqueue(store: Any, db: str) -> None:

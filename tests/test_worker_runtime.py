@@ -390,6 +390,24 @@ def test_an_idle_worker_in_the_same_process_picks_up_at_once(
     assert seen[0] - enqueued < 0.5  # woken by the store's activity signal, not a 5 s poll
 
 
+def test_an_idle_worker_notices_another_process_enqueue_before_its_poll_ceiling(
+    store: Store, make_worker: Callable[..., Worker], open_more: Callable[[], Store]
+) -> None:
+    """Another store on the same database has its own activity signal, as another
+    process would: the worker learns of its commit by the store's change token (SQLite's
+    data_version) or by LISTEN (PostgreSQL), not by a poll that backed off to 5 s."""
+    worker = make_worker(poll_floor_ms=5_000, poll_ceiling_ms=5_000, probe_interval_ms=50,
+                         idle_after_ms=60_000)
+    seen: list[float] = []
+    worker.register("stamp", lambda job, ctx: seen.append(time.monotonic()))
+    worker.start()
+    time.sleep(0.5)  # the first empty poll is behind it: the next one is 5 s away
+    enqueued = time.monotonic()
+    headgate.Client(open_more()).enqueue("stamp", b"")
+    wait_for(lambda: seen, 10, "pickup")
+    assert seen[0] - enqueued < 2.0, seen[0] - enqueued
+
+
 def test_a_locked_database_makes_the_worker_back_off_and_continue(
     store_url: str, backend: str, caplog: pytest.LogCaptureFixture
 ) -> None:

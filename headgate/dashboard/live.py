@@ -27,11 +27,9 @@ import json
 import logging
 import queue as queue_mod
 import re
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -39,6 +37,7 @@ import flask
 from flask_sock import Sock
 from werkzeug.datastructures import MultiDict
 
+from headgate.core import StoreUnavailable
 from headgate.web.app import get_store
 
 from . import views
@@ -104,7 +103,9 @@ class LiveHub:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._unsubscribe: Callable[[], None] | None = None
-        self._probe = _data_version_probe(store)
+        # Commits of other processes (SQLite; PostgreSQL's arrive as activity by LISTEN).
+        token = getattr(store, "change_token", None)
+        self._probe: Callable[[], object] | None = token if callable(token) else None
         self._last_version: object = None
         self.frames = 0  # for tests and diagnostics
 
@@ -164,7 +165,7 @@ class LiveHub:
             return False
         try:
             version = self._probe()
-        except sqlite3.Error:
+        except StoreUnavailable:
             return True
         changed = self._last_version is not None and version != self._last_version
         self._last_version = version
@@ -241,26 +242,6 @@ def load_topics(store: Any, topics: set[str]) -> dict[str, Any]:
         elif kind == "op":
             out[topic] = store.get_operation(key)
     return out
-
-
-def _data_version_probe(store: Any) -> Callable[[], object] | None:
-    """SQLite: `PRAGMA data_version` on a private read-only connection changes when any
-    other connection commits — how commits of other processes become frames."""
-    path = getattr(store, "path", None)
-    if getattr(store, "backend", None) != "sqlite" or not path or path == ":memory:":
-        return None
-    try:
-        uri = Path(path).expanduser().resolve().as_uri() + "?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
-    except sqlite3.Error:
-        return None
-    lock = threading.Lock()
-
-    def probe() -> object:
-        with lock:
-            return conn.execute("PRAGMA data_version").fetchone()[0]
-
-    return probe
 
 
 _HUB_KEY = "headgate.dashboard.live"

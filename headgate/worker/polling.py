@@ -7,9 +7,9 @@ does not poll in lockstep), and three cheaper signals cut the wait short:
 
 1. the store's in-process ``ActivityHub`` (same-process enqueues, releases, promotions;
    PostgreSQL also feeds it from LISTEN/NOTIFY);
-2. a *change probe*: a read-only check whether anything committed since the last poll.
-   For SQLite this is ``PRAGMA data_version`` on a private read connection — about two
-   microseconds, no lock — which sees other processes' commits, so a cross-process
+2. a *change probe*: the store's ``change_token()``, a read-only check whether anything
+   committed since the last poll (SQLite: ``PRAGMA data_version``, about two
+   microseconds, no lock), which sees other processes' commits, so a cross-process
    producer is noticed within one probe interval instead of one backoff ceiling;
 3. a slot freeing up after a poll that filled every slot (more work is likely waiting).
 
@@ -21,9 +21,7 @@ cover it.
 from __future__ import annotations
 
 import random
-import sqlite3
 from collections.abc import Callable
-from pathlib import Path
 
 from headgate.store.port import Store
 
@@ -52,29 +50,11 @@ class Backoff:
 
 
 def change_probe(store: Store) -> Probe | None:
-    """A zero-argument callable whose value changes when the store may have new work,
-    or None when the backend offers nothing cheaper than polling.
-
-    An adapter can provide ``change_token()`` itself; otherwise SQLite files get the
-    ``data_version`` probe. Errors count as "changed", so a flaky probe degrades to
-    polling rather than to deafness.
-    """
+    """The store's ``change_token`` as a probe, or None when the backend offers nothing
+    cheaper than polling (PostgreSQL's changes arrive by LISTEN instead). Errors count
+    as "changed", so a flaky probe degrades to polling rather than to deafness."""
     token = getattr(store, "change_token", None)
-    if callable(token):
-        return _tolerant(token)
-    path = getattr(store, "path", None)
-    if getattr(store, "backend", None) != "sqlite" or not path or path == ":memory:":
-        return None
-    try:
-        uri = Path(path).expanduser().resolve().as_uri() + "?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
-    except sqlite3.Error:
-        return None
-
-    def data_version() -> object:
-        return conn.execute("PRAGMA data_version").fetchone()[0]
-
-    return _tolerant(data_version)
+    return _tolerant(token) if callable(token) else None
 
 
 def _tolerant(probe: Callable[[], object]) -> Probe:

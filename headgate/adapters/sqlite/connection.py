@@ -47,6 +47,8 @@ class Database:
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         self.checkpointer = Checkpointer(self._checkpoint_connection)
+        self._probe: sqlite3.Connection | None = None
+        self._probe_lock = threading.Lock()
 
     def connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -93,6 +95,22 @@ class Database:
                 raise _unavailable(exc) from exc
             raise
         self.checkpointer.committed(conn.total_changes - changes)
+
+    def data_version(self) -> int:
+        """`PRAGMA data_version` on a private read-only connection: it changes whenever
+        another connection commits (this process's writers or another process's), for
+        about two microseconds and no lock."""
+        try:
+            with self._probe_lock:
+                if self._probe is None:
+                    uri = Path(self.path).expanduser().resolve().as_uri() + "?mode=ro"
+                    self._probe = sqlite3.connect(uri, uri=True, check_same_thread=False,
+                                                  isolation_level=None)
+                    with self._all_lock:
+                        self._all.append(self._probe)
+                return self._probe.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error as exc:
+            raise _unavailable(exc) from exc
 
     def _checkpoint_connection(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -156,6 +174,7 @@ class Database:
                     pass
             self._all.clear()
         self._local = threading.local()
+        self._probe = None
 
 
 def _split_sql(text: str) -> list[str]:

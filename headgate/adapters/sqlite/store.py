@@ -27,6 +27,13 @@ class SqliteStore(SqlStore):
     def capabilities(self) -> tuple[str, ...]:
         return ("inspect",)
 
+    def change_token(self) -> object:
+        """A value that changes when anything may have been committed (other processes
+        included): what idle workers and live views check between polls."""
+        if self.path == ":memory:":
+            return 0  # one connection's private database: nothing else commits to it
+        return self.db.data_version()
+
     def now_ms(self) -> int:
         """The process clock, read by whoever holds the write lock: one order for all."""
         return now_ms()
