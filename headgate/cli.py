@@ -36,6 +36,19 @@ def _settings(store_url: str | None) -> Settings:
     return settings
 
 
+def _bind_addr(settings: Settings, addr: str | None) -> str:
+    """The address to listen on (the option, else the settings'), refused before any I/O
+    when it is remote and the settings do not allow that."""
+    addr = addr or settings.api_addr
+    try:
+        refusal = settings.remote_bind_refusal(addr)
+    except ConfigError as exc:
+        _fail(str(exc))
+    if refusal:
+        _fail(refusal)
+    return addr
+
+
 @click.group()
 @click.version_option(package_name="headgate")
 def main() -> None:
@@ -73,13 +86,7 @@ def main() -> None:
 def serve(addr: str | None, store_url: str | None, threads: int, duties: bool) -> None:
     """Run the API server (gunicorn, one process, gthread workers)."""
     settings = _settings(store_url)
-    addr = addr or settings.api_addr
-    try:
-        refusal = settings.remote_bind_refusal(addr)
-    except ConfigError as exc:
-        _fail(str(exc))
-    if refusal:
-        _fail(refusal)
+    addr = _bind_addr(settings, addr)
     _run_gunicorn(replace(settings, api_addr=addr), threads, duties)
 
 
@@ -229,13 +236,7 @@ def demo(db_path: str, fresh: bool, addr: str | None, with_workers: bool) -> Non
     from headgate.dashboard import demo as demo_mod
 
     settings = _settings(f"sqlite:///{db_path}")
-    addr = addr or settings.api_addr
-    try:
-        refusal = settings.remote_bind_refusal(addr)
-    except ConfigError as exc:
-        _fail(str(exc))
-    if refusal:
-        _fail(refusal)
+    addr = _bind_addr(settings, addr)
     seeded, _ = demo_mod.prepare(db_path, fresh=fresh)
     click.echo(f"demo: {'seeded' if seeded else 'reusing'} {db_path}; console at http://{addr}/")
     fleet = demo_mod.spawn_fleet(db_path) if with_workers else None

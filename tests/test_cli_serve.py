@@ -85,10 +85,11 @@ def test_serve_answers_healthz_and_stops_cleanly_on_sigterm(tmp_path: Path) -> N
             proc.wait()
 
 
-def test_serve_refuses_non_loopback_without_auth(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["serve", "demo"])
+def test_serve_refuses_non_loopback_without_auth(tmp_path: Path, command: str) -> None:
     port = _free_port()
     result = subprocess.run(
-        [*_headgate_cmd(), "serve", "--addr", f"0.0.0.0:{port}"],
+        [*_headgate_cmd(), command, "--addr", f"0.0.0.0:{port}"],
         env=_env(tmp_path),
         cwd=tmp_path,
         capture_output=True,
@@ -99,5 +100,5 @@ def test_serve_refuses_non_loopback_without_auth(tmp_path: Path) -> None:
     assert "refusing to listen on 0.0.0.0" in result.stderr
     assert "HG_API_TOKENS" in result.stderr
     assert "HG_API_ALLOW_REMOTE=1" in result.stderr
-    # Refused before touching the store.
-    assert not (tmp_path / "serve.db").exists()
+    # Refused before touching a store.
+    assert not list(tmp_path.glob("*.db")), list(tmp_path.iterdir())
