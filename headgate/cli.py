@@ -49,6 +49,16 @@ def _bind_addr(settings: Settings, addr: str | None) -> str:
     return addr
 
 
+# The database a command works on (serve, migrate).
+store_option = click.option(
+    "--store",
+    "store_url",
+    default=None,
+    metavar="URL",
+    help="sqlite:///PATH or postgresql://… Default: from HG_STORE/HG_SQLITE/HG_PG.",
+)
+
+
 @click.group()
 @click.version_option(package_name="headgate")
 def main() -> None:
@@ -62,13 +72,7 @@ def main() -> None:
     metavar="HOST:PORT",
     help="Listen address. Default: $HG_API_ADDR or 127.0.0.1:8080.",
 )
-@click.option(
-    "--store",
-    "store_url",
-    default=None,
-    metavar="URL",
-    help="sqlite:///PATH or postgresql://… Default: from HG_STORE/HG_SQLITE/HG_PG.",
-)
+@store_option
 @click.option(
     "--threads",
     type=click.IntRange(min=1),
@@ -156,13 +160,7 @@ def _run_gunicorn(settings: Settings, threads: int, duties: bool = True) -> None
 
 
 @main.command()
-@click.option(
-    "--store",
-    "store_url",
-    default=None,
-    metavar="URL",
-    help="sqlite:///PATH or postgresql://… Default: from HG_STORE/HG_SQLITE/HG_PG.",
-)
+@store_option
 def migrate(store_url: str | None) -> None:
     """Apply pending schema migrations and print the schema version."""
     import headgate  # deferred: pulls in the whole store layer
