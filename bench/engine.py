@@ -128,10 +128,7 @@ def batch_enqueue(store: Store, n: int, policies: bool) -> float:
 
 
 def admit_ack(store: Store, n: int, policies: bool) -> float:
-    client = Client(store)
-    envs = envelopes(n, policies)
-    for i in range(0, n, BATCH):
-        client.enqueue_many(envs[i : i + BATCH])
+    _fill(store, n, policies)
     done = 0
     start = time.perf_counter()
     while done < n:
@@ -141,11 +138,7 @@ def admit_ack(store: Store, n: int, policies: bool) -> float:
         for claim in claims:
             store.ack(claim, Outcome.SUCCESS)
         done += len(claims)
-    elapsed = time.perf_counter() - start
-    counts = store.counts(QUEUE)
-    if counts["completed"] != n:
-        raise RuntimeError(f"expected {n} completed, store counts {counts}")
-    return n / elapsed
+    return _finish(store, n, start)
 
 
 def _fill(store: Store, n: int, policies: bool) -> None:
