@@ -21,7 +21,10 @@ from pathlib import Path
 
 import pytest
 from faultkit import (
+    Audit,
     Fleet,
+    ServeProc,
+    WorkerProc,
     api_enqueue,
     audit,
     ends,
@@ -54,6 +57,23 @@ def assert_503_json(status: int, body: str, headers: dict[str, str]) -> dict:
 def worker_recovered(log: str, mark: int) -> bool:
     """A job finished (its ack written) after `mark`, the log's length at recovery."""
     return ": success in " in log[mark:]
+
+
+def recovered_and_audited(api: ServeProc, worker: WorkerProc, store: Store, ids: list[str],
+                          tmp_path: Path, mark: int, since: float, key: str
+                          ) -> tuple[float, Audit]:
+    """After the fault: one more job through the API, the worker finishes it (seconds
+    since `since` returned) and then everything else, and every job completed once."""
+    status, body, _ = api_enqueue(api.base, "fx", json.dumps({"o": "ok"}).encode(), key)
+    assert status == 201, body
+    ids.append(json.loads(body)["id"])
+    wait_for(lambda: worker_recovered(worker.log(), mark), 60, "the worker to finish a job")
+    worker_s = time.monotonic() - since
+    wait_for(lambda: unfinished(store) == 0, 120, "every job to finish")
+    report = audit(store, ids, tmp_path)
+    assert report.problems == []
+    assert report.terminal == {"completed": len(ids)}
+    return worker_s, report
 
 
 @pytest.mark.skipif(not pg_cluster_available(), reason="needs the test PostgreSQL cluster "
@@ -99,17 +119,8 @@ def test_postgres_stopped_and_restarted_mid_run(
 
     wait_for(lambda: http(api.base + "/readyz")[0] == 200, 60, "/readyz to recover")
     api_ready_s = time.monotonic() - started
-    status, body, _ = api_enqueue(api.base, "fx", json.dumps({"o": "ok"}).encode(),
-                                  "after-outage")
-    assert status == 201, body
-    ids.append(json.loads(body)["id"])
-    wait_for(lambda: worker_recovered(worker.log(), mark), 60, "the worker to finish a job")
-    worker_s = time.monotonic() - started
-    wait_for(lambda: unfinished(store) == 0, 120, "every job to finish")
-
-    report = audit(store, ids, tmp_path)
-    assert report.problems == []
-    assert report.terminal == {"completed": len(ids)}
+    worker_s, report = recovered_and_audited(api, worker, store, ids, tmp_path, mark,
+                                             started, "after-outage")
     log = worker.log()
     # It noticed the outage and backed off (which call failed first depends on timing).
     assert any(line in log for line in (
@@ -181,17 +192,8 @@ def test_sqlite_locked_by_a_long_external_writer(
     mark = len(worker.log())
     assert "database is locked" in worker.log()
 
-    status, body, _ = api_enqueue(api.base, "fx", json.dumps({"o": "ok"}).encode(),
-                                  "after-lock")
-    assert status == 201, body
-    ids.append(json.loads(body)["id"])
-    wait_for(lambda: worker_recovered(worker.log(), mark), 60, "the worker to finish a job")
-    worker_s = time.monotonic() - released
-    wait_for(lambda: unfinished(store) == 0, 120, "every job to finish")
-
-    report = audit(store, ids, tmp_path)
-    assert report.problems == []
-    assert report.terminal == {"completed": len(ids)}
+    worker_s, report = recovered_and_audited(api, worker, store, ids, tmp_path, mark,
+                                             released, "after-lock")
     assert worker.running() and api.running()
     assert worker.term() == 0
     record("SQLite locked by an external writer", "sqlite", faults=1, jobs=len(ids),
