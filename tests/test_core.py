@@ -3,6 +3,7 @@ of §3.2 computed independently, and the states and outcomes of §4."""
 
 from __future__ import annotations
 
+import array
 import hashlib
 import os
 import struct
@@ -104,6 +105,15 @@ def test_string_length_limits(name: str, low: int, high: int) -> None:
 def test_payload_at_most_one_mib() -> None:
     assert len(valid(payload=b"\0" * MIB).payload) == MIB
     msg = rejected(payload=b"\0" * (MIB + 1))
+    assert "payload" in msg and str(MIB) in msg
+
+
+def test_payload_limit_counts_bytes_of_a_memoryview() -> None:
+    """A memoryview of 4-byte items has a quarter as many items as bytes: the limit is
+    on the bytes stored."""
+    words = array.array("I", [7]) * (MIB // 4)
+    assert valid(payload=memoryview(words)).payload == words.tobytes()
+    msg = rejected(payload=memoryview(words + array.array("I", [7])))
     assert "payload" in msg and str(MIB) in msg
     assert "payload" in rejected(payload="text is not bytes")
 
@@ -260,6 +270,7 @@ def test_fingerprint_known_vector() -> None:
 
 def test_fingerprint_separates_kind_and_payload() -> None:
     assert fingerprint("ab", b"c") != fingerprint("a", b"bc")
+
 
 
 # -- states and outcomes --------------------------------------------------------------

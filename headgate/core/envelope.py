@@ -136,7 +136,8 @@ class Envelope:
         _text("kind", self.kind, 1, MAX_KIND)
         if not isinstance(self.payload, bytes | bytearray | memoryview):
             raise InvalidInput("payload must be bytes")
-        if len(bytes(self.payload)) > MAX_PAYLOAD:
+        size = self.payload.nbytes if isinstance(self.payload, memoryview) else len(self.payload)
+        if size > MAX_PAYLOAD:
             raise InvalidInput(f"payload must be at most {MAX_PAYLOAD} bytes")
         if self.id is not None:
             _text("id", self.id, 1, MAX_ID)

@@ -21,8 +21,9 @@ def new_id() -> str:
     within a process, ordered by millisecond across processes."""
     global _last_ms
     with _lock:
-        now = int(time.time() * 1000)
-        _last_ms = max(now, _last_ms)
+        now = time.time_ns() // 1_000_000
+        if now > _last_ms:
+            _last_ms = now
         seq = next(_counter) & 0xFFFFFF
         return f"{_last_ms:012x}{_prefix}{seq:06x}"
 
