@@ -99,6 +99,9 @@ def test_open_a_job_sheet_then_back_closes_it(server: Server, page: Any,
     shot(page, "job-sheet", full_page=False)
     page.keyboard.press("Escape")  # closes the sheet
     expect(page).not_to_have_url(re.compile(r"job="))
+    # The URL changes before the sheet is swapped out: going back in between would file
+    # the still-open sheet under the closed page's history entry.
+    expect(page.locator("#job-sheet.open")).to_have_count(0)
     page.go_back()  # ...and the back button brings it back
     expect(page).to_have_url(re.compile(r"job="))
     expect(page.locator("#job-sheet.open")).to_have_count(1)
