@@ -241,7 +241,7 @@ def actions() -> flask.Response:
     return json_response({"succeeded": succeeded, "failed": failed})
 
 
-@bp.get("/jobs/<job_id>")
+@bp.get("/jobs/<segment:job_id>")
 def get_job(job_id: str) -> flask.Response:
     p = query(dflt("include_payload", "bool", False))
     s = store()
@@ -251,13 +251,13 @@ def get_job(job_id: str) -> flask.Response:
     return json_response(job_json(job, s.now_ms()))
 
 
-@bp.delete("/jobs/<job_id>")
+@bp.delete("/jobs/<segment:job_id>")
 def delete_job(job_id: str) -> flask.Response:
     store().delete_job(job_id)
     return no_content()
 
 
-@bp.get("/jobs/<job_id>/result")
+@bp.get("/jobs/<segment:job_id>/result")
 def get_job_result(job_id: str) -> flask.Response:
     blob = store().get_result(job_id)
     if blob is None:
@@ -265,7 +265,7 @@ def get_job_result(job_id: str) -> flask.Response:
     return json_response({"schema_version": blob.schema_version, "bytes": b64encode(blob.bytes)})
 
 
-@bp.get("/jobs/<job_id>/output")
+@bp.get("/jobs/<segment:job_id>/output")
 def get_job_output(job_id: str) -> flask.Response:
     blob = store().get_output(job_id)
     if blob is None:
@@ -278,7 +278,7 @@ def get_job_output(job_id: str) -> flask.Response:
     })
 
 
-@bp.get("/jobs/<job_id>/progress")
+@bp.get("/jobs/<segment:job_id>/progress")
 def get_job_progress(job_id: str) -> flask.Response:
     progress = store().get_progress(job_id)
     if progress is None:
@@ -292,32 +292,32 @@ def get_job_progress(job_id: str) -> flask.Response:
     })
 
 
-@bp.post("/jobs/<job_id>/retry")
+@bp.post("/jobs/<segment:job_id>/retry")
 def retry_job(job_id: str) -> flask.Response:
     store().operator_retry(job_id)
     return no_content()
 
 
-@bp.post("/jobs/<job_id>/cancel")
+@bp.post("/jobs/<segment:job_id>/cancel")
 def cancel_job(job_id: str) -> flask.Response:
     store().operator_cancel(job_id)
     return no_content()
 
 
-@bp.post("/jobs/<job_id>/promote")
+@bp.post("/jobs/<segment:job_id>/promote")
 def promote_job(job_id: str) -> flask.Response:
     store().promote_job(job_id)
     return no_content()
 
 
-@bp.post("/jobs/<job_id>/reschedule")
+@bp.post("/jobs/<segment:job_id>/reschedule")
 def reschedule(job_id: str) -> flask.Response:
     b = json_body(req("scheduled_at_ms", "i64"))
     store().reschedule_job(job_id, b["scheduled_at_ms"])
     return no_content()
 
 
-@bp.put("/jobs/<job_id>/payload")
+@bp.put("/jobs/<segment:job_id>/payload")
 def edit_payload(job_id: str) -> flask.Response:
     b = json_body(req("payload", "str"), opt("schema_version", "u32"))
     payload = b64decode(b["payload"], "payload")
@@ -332,7 +332,7 @@ def edit_payload(job_id: str) -> flask.Response:
     return no_content()
 
 
-@bp.get("/jobs/<job_id>/admission")
+@bp.get("/jobs/<segment:job_id>/admission")
 def admission(job_id: str) -> flask.Response:
     explanation = store().explain_admission(job_id)
     if explanation is None:

@@ -73,7 +73,7 @@ PERIODIC_FIELDS = (
 )
 
 
-@bp.put("/periodic/<schedule_id>")
+@bp.put("/periodic/<segment:schedule_id>")
 def put_periodic(schedule_id: str) -> flask.Response:
     b = json_body(*PERIODIC_FIELDS)
     payload = b"" if b["payload"] is None else b64decode(b["payload"], "payload")
@@ -120,13 +120,13 @@ def _authorize_schedule(schedule: dict[str, Any]) -> None:
         raise EnqueueForbidden(schedule["kind"])
 
 
-@bp.delete("/periodic/<schedule_id>")
+@bp.delete("/periodic/<segment:schedule_id>")
 def delete_periodic(schedule_id: str) -> flask.Response:
     store().delete_schedule(schedule_id)
     return no_content()
 
 
-@bp.get("/periodic/<schedule_id>/enqueue-events")
+@bp.get("/periodic/<segment:schedule_id>/enqueue-events")
 def periodic_events(schedule_id: str) -> flask.Response:
     p = query(dflt("limit", "u32", 30), opt("cursor", "u64"))
     events = store().list_schedule_events(schedule_id, p["cursor"], p["limit"])
@@ -148,7 +148,7 @@ def periodic_events(schedule_id: str) -> flask.Response:
     })
 
 
-@bp.post("/periodic/<schedule_id>/run")
+@bp.post("/periodic/<segment:schedule_id>/run")
 def run_periodic(schedule_id: str) -> flask.Response:
     """Fire once now, out of schedule; deduplicated per Idempotency-Key so a
     double-click cannot fire twice. Goes through the same producer client (authorizer,

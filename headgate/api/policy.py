@@ -31,7 +31,7 @@ def rate_classes() -> flask.Response:
     return json_response(body)
 
 
-@bp.put("/rate-classes/<name>")
+@bp.put("/rate-classes/<segment:name>")
 def put_rate_class(name: str) -> flask.Response:
     """`paused: true` is the kill switch: the class admits nothing, fleet-wide."""
     b = json_body(req("limit", "i64"), req("window_ms", "i64"), opt("burst", "i64"),
@@ -55,7 +55,7 @@ def concurrency_limits() -> flask.Response:
     return json_response(body)
 
 
-@bp.put("/concurrency-limits/<name>")
+@bp.put("/concurrency-limits/<segment:name>")
 def put_concurrency_limit(name: str) -> flask.Response:
     b = json_body(req("queue", "str"), req("max_concurrent", "u64"), req("on_saturated", "str"))
     if not b["queue"]:

@@ -73,7 +73,7 @@ def list_queues() -> flask.Response:
     return json_response([queue_json(q, extras.get(q["queue"], {})) for q in stats])
 
 
-@bp.put("/queues/<queue>")
+@bp.put("/queues/<segment:queue>")
 def put_queue(queue: str) -> flask.Response:
     b = json_body(req("weight", "u32"))
     if b["weight"] == 0:
@@ -82,7 +82,7 @@ def put_queue(queue: str) -> flask.Response:
     return empty_ok()
 
 
-@bp.delete("/queues/<queue>")
+@bp.delete("/queues/<segment:queue>")
 def delete_queue(queue: str) -> flask.Response:
     """Empty queue: 204. Non-empty without `force`: 409 naming the job count (nothing
     is deleted by surprise). `force=true`: 202 with the operation deleting its jobs
@@ -103,19 +103,19 @@ def sample_queue_memory() -> flask.Response:
     return json_response({"sampled_queues": sampled})
 
 
-@bp.post("/queues/<queue>/pause")
+@bp.post("/queues/<segment:queue>/pause")
 def pause_queue(queue: str) -> flask.Response:
     store().set_queue_paused(queue, True)
     return no_content()
 
 
-@bp.post("/queues/<queue>/resume")
+@bp.post("/queues/<segment:queue>/resume")
 def resume_queue(queue: str) -> flask.Response:
     store().set_queue_paused(queue, False)
     return no_content()
 
 
-@bp.get("/queues/<queue>/history")
+@bp.get("/queues/<segment:queue>/history")
 def history(queue: str) -> flask.Response:
     """The seed's `{at_ms, arrived, completed}` buckets, plus failed, depth and
     admission rejections by policy (SPEC §6 history)."""
@@ -125,7 +125,7 @@ def history(queue: str) -> flask.Response:
     return json_response(store().history(queue, since, bucket))
 
 
-@bp.put("/queues/<queue>/enqueue-limit")
+@bp.put("/queues/<segment:queue>/enqueue-limit")
 def put_enqueue_limit(queue: str) -> flask.Response:
     b = json_body(req("max_unfinished_jobs", "u64"))
     if b["max_unfinished_jobs"] > 2**63 - 1:
@@ -134,7 +134,7 @@ def put_enqueue_limit(queue: str) -> flask.Response:
     return empty_ok()
 
 
-@bp.delete("/queues/<queue>/enqueue-limit")
+@bp.delete("/queues/<segment:queue>/enqueue-limit")
 def delete_enqueue_limit(queue: str) -> flask.Response:
     store().set_enqueue_limit(queue, None)
     return no_content()

@@ -82,7 +82,7 @@ def cluster() -> flask.Response:
     })
 
 
-@bp.post("/workers/<worker_id>/signal")
+@bp.post("/workers/<segment:worker_id>/signal")
 def signal_worker(worker_id: str) -> flask.Response:
     """quiet | resume | restart | terminate | resign, delivered on the worker's next
     heartbeat; null clears a pending signal."""

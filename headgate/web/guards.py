@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import flask
 
+from headgate.api.segments import MARKED
 from headgate.config import Settings, is_loopback_host
 
 # Liveness probes may use any name: the answer reveals nothing.
@@ -39,7 +40,8 @@ def _refuse(message: str, status: int = 400) -> flask.Response:
 
 def reject_nul() -> flask.Response | None:
     request = flask.request
-    if "\x00" in request.path:
+    # A request whose encoded slashes were marked as NUL had no NUL of its own.
+    if "\x00" in request.path and not request.environ.get(MARKED):
         return _refuse("the URL path must not contain NUL")
     for name, value in request.args.items(multi=True):
         if "\x00" in name:
