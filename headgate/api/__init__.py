@@ -2,9 +2,8 @@
 contract route by route, plus `/metrics` and `/readyz` at the top level.
 
 Modules follow the API's seams: `errors` (envelope, store-error mapping), `params`
-(body/query parsing with the seed's normalized rejections), `segments` (names with `/`
-in a path), `auth` (tokens, read-only), `idempotency` (Idempotency-Key storage and
-replay), then the route groups — `jobs`,
+(body/query parsing with the seed's normalized rejections), `auth` (tokens, read-only),
+`idempotency` (Idempotency-Key storage and replay), then the route groups — `jobs`,
 `queues`, `policy`, `workers`, `periodic`, `operations` (bulk + runner), `events`
 (SSE), `system`, `openapi` — and `metrics`.
 """
@@ -17,6 +16,7 @@ import flask
 from werkzeug.exceptions import HTTPException
 
 from headgate.config import Settings
+from headgate.web.segments import Segment, keep_encoded_slashes
 
 from . import events as _events
 
@@ -36,7 +36,6 @@ from .blueprint import bp
 from .context import API_KEY, ApiHooks, ApiState, api_state
 from .errors import handle_http_exception
 from .metrics import Metrics, ops_bp
-from .segments import Segment, keep_encoded_slashes
 
 # A 1 MiB payload is ~1.4 MB of base64; the rest of an envelope fits in the margin.
 MAX_CONTENT_LENGTH = 2 * 1024 * 1024 + 256 * 1024
@@ -58,6 +57,7 @@ def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None
     app.extensions["headgate.api.background"] = background
     if app.config.get("MAX_CONTENT_LENGTH") is None:  # Flask's default is unlimited
         app.config["MAX_CONTENT_LENGTH"] = MAX_CONTENT_LENGTH
+    # Names holding `/` are one path segment, as in the seed (headgate/web/segments.py).
     app.url_map.converters["segment"] = Segment
     app.wsgi_app = keep_encoded_slashes(app.wsgi_app)  # type: ignore[method-assign]
     app.register_blueprint(bp)

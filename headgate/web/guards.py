@@ -23,8 +23,9 @@ from urllib.parse import urlsplit
 
 import flask
 
-from headgate.api.segments import MARKED
 from headgate.config import Settings, is_loopback_host
+
+from .segments import MARKED
 
 # Liveness probes may use any name: the answer reveals nothing.
 _ANY_HOST_ENDPOINTS = frozenset({"healthz", "api.healthz"})

@@ -19,10 +19,10 @@ from collections.abc import Callable
 
 log = logging.getLogger("headgate.sqlite")
 
-# Rows changed (counter rows included) between two checkpoints: ~2,700 single-job commits
+# Rows changed (counter rows included) between two checkpoints: ~2,000 single-job commits
 # (~20 MB of WAL) or ~3 batches of 1,000 jobs, below the automatic limit (connection.py).
-# Every 2,000 cost batch enqueues ~5 %: each batch's pages were copied while the next
-# one was written.
+# Checkpointing every 2,000 cost batch enqueues ~5 %: each batch's pages were copied
+# while the next one was written.
 EVERY_CHANGES = 8_000
 
 

@@ -174,7 +174,8 @@ class Database:
                     pass
             self._all.clear()
         self._local = threading.local()
-        self._probe = None
+        with self._probe_lock:
+            self._probe = None
 
 
 def _split_sql(text: str) -> list[str]:

@@ -43,8 +43,9 @@ def keep_encoded_slashes(wsgi_app: WsgiApp) -> WsgiApp:
     """Wrap the app so `%2F` in the raw path stays inside its segment."""
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        raw = environ.get("RAW_URI") or environ.get("REQUEST_URI") or ""
-        path = urlsplit(raw).path if "://" in raw.split("?", 1)[0] else raw.split("?", 1)[0]
+        path = (environ.get("RAW_URI") or environ.get("REQUEST_URI") or "").split("?", 1)[0]
+        if "://" in path:  # absolute-form request target
+            path = urlsplit(path).path
         # The API's paths only (the console's routes take whole paths), at the root, and
         # never when the path holds an encoded NUL: that must still be refused as one.
         if (path.startswith("/api/") and ENCODED_SLASH.search(path) and "%00" not in path
