@@ -129,6 +129,25 @@ def test_only_a_store_someone_listens_to_holds_a_listen_connection(pg_url: str) 
     assert wait_for(lambda: _listen_connections(pg_url) == 0)
 
 
+def test_a_lone_caller_keeps_getting_the_warmest_connection(pg_url: str) -> None:
+    """With several idle connections in the pool, one caller's statements all land on
+    the backend it used last, not on each idle one in turn (whose caches went cold)."""
+    store = open_store(pg_url)
+    try:
+        db = store.db
+        with db.read() as first, db.read() as second:  # the pool now holds two
+            pids = {first.raw.info.backend_pid, second.raw.info.backend_pid}
+        assert len(pids) == 2
+        used = []
+        for _ in range(6):
+            with db.read() as conn:
+                used.append(conn.raw.info.backend_pid)
+                conn.execute("SELECT 1")
+        assert len(set(used)) == 1, used
+    finally:
+        store.close()
+
+
 def test_sqlite_has_neither_capability(tmp_path) -> None:
     store = open_store(f"sqlite:///{tmp_path}/x.db")
     try:

@@ -10,6 +10,7 @@ beside this module), one round trip per call.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -28,6 +29,19 @@ log = logging.getLogger("headgate.postgres")
 MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "db" / "postgres"
 CLOCK = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
 MIGRATION_LOCK = 0x6865616467617465  # "headgate"
+
+
+class _MostRecentFirst(deque):
+    """The pool's idle connections as a stack: psycopg_pool queues them (`append` on
+    return, `popleft` on checkout), so a single caller cycles through every idle
+    connection and each statement lands on the backend that has idled longest, whose
+    caches have gone cold (~150 µs more per enqueue with two connections on this
+    machine). Returning to the front hands the warmest backend out first. (The pool's
+    idle shrinking also takes from the front, so it closes a warm connection rather
+    than a cold one: at most one per `max_idle`, and harmless.)"""
+
+    def append(self, conn: Any) -> None:
+        self.appendleft(conn)
 
 
 @lru_cache(maxsize=2048)
@@ -84,6 +98,8 @@ class PgDatabase:
             kwargs={"autocommit": False, "options": options, "connect_timeout": 5},
             reconnect_timeout=0, name="headgate",
         )
+        # psycopg_pool (pinned) keeps its idle connections in `_pool`; see _MostRecentFirst.
+        self.pool._pool = _MostRecentFirst(self.pool._pool)
         try:
             self.pool.open(wait=False)
         except psycopg.Error as exc:  # pragma: no cover - open(wait=False) rarely raises
