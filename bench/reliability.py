@@ -47,6 +47,7 @@ NOTE_KEYS = {
     "drain_after_kill_s": "all done {} s after the kill",
     "outage_s": "outage {} s",
     "answered_503_s": "503 after {} s",
+    "answered_again_s": "next 503 after {} s",
     "quarantined": "{} quarantined (in flight at 3 kills)",
     "reruns_by_live_workers": "{} re-runs by live workers (lease lapsed)",
     "wall_s": "{} s wall",

@@ -22,7 +22,9 @@ import psycopg_pool
 from psycopg.pq import TransactionStatus
 
 from headgate.adapters.dialect import POSTGRES
-from headgate.core import InvalidInput, StoreUnavailable
+from headgate.core import InvalidInput
+
+from .outage import Reachability, first_line, unavailable
 
 log = logging.getLogger("headgate.postgres")
 
@@ -78,20 +80,13 @@ RETRYABLE = (
 )
 
 
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
-def unavailable(exc: BaseException) -> StoreUnavailable:
-    return StoreUnavailable(f"store unavailable: {_first_line(exc)}")
-
-
 class PgDatabase:
     def __init__(
         self, url: str, *, min_size: int = 1, max_size: int = 8,
         statement_timeout_ms: int = 30_000, pool_timeout_s: float = 10.0,
     ) -> None:
         self.url = url
+        self.reachability = Reachability(url)
         options = f"-c statement_timeout={int(statement_timeout_ms)} -c lock_timeout=10000"
         self.pool = psycopg_pool.ConnectionPool(
             url, min_size=min_size, max_size=max_size, open=False, timeout=pool_timeout_s,
@@ -109,20 +104,23 @@ class PgDatabase:
     def _raw(self) -> Iterator[psycopg.Connection]:
         # No per-checkout ping (a round trip on every call): a failure instead makes
         # the pool test its idle connections, so after a server restart only the
-        # call that found out fails.
+        # call that found out fails; while the server stays down, calls fail at once
+        # (see outage.py) instead of each waiting out the pool's timeout.
+        self.reachability.before_call()
         try:
             with self.pool.connection() as raw:
                 yield raw
         except psycopg.DataError as exc:
             # A value the database cannot hold or compare (NUL in text, a number out of
             # range): the caller's input, not an outage — and never a bare driver error.
-            raise InvalidInput(f"invalid value: {_first_line(exc)}") from exc
+            raise InvalidInput(f"invalid value: {first_line(exc)}") from exc
         except RETRYABLE as exc:
             if isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout):
                 try:
                     self.pool.check()
                 except psycopg.Error:
                     pass
+                self.reachability.call_failed()
             raise unavailable(exc) from exc
 
     @contextmanager
