@@ -63,6 +63,7 @@ DEFAULT_FORGET_WORKERS_MS = 24 * 3_600_000
 DEFAULT_MISFIRE_GRACE_MS = 60_000
 DEFAULT_RESIGN_COOLDOWN_MS = 60_000
 SCHEDULES_PER_TICK = 500
+REPORT_EVERY_S = 60.0  # a failure that repeats every tick is logged again this often
 
 
 def default_holder() -> str:
@@ -82,6 +83,30 @@ class DutyStats:
     last_error: str | None = None
 
 
+class _Streak:
+    """Consecutive failures of one kind, so a store outage or a duty that keeps failing
+    logs its first failure, a reminder a minute (with the count), and its recovery —
+    not a line (or a traceback) per tick from every duty."""
+
+    def __init__(self) -> None:
+        self.failures = 0
+        self._reported_at = 0.0
+
+    def failed(self) -> bool:
+        """Count a failure; True when this one should be logged."""
+        self.failures += 1
+        now = time.monotonic()
+        if self.failures == 1 or now - self._reported_at >= REPORT_EVERY_S:
+            self._reported_at = now
+            return True
+        return False
+
+    def succeeded(self) -> int:
+        """End the streak; how many failures it held."""
+        failures, self.failures = self.failures, 0
+        return failures
+
+
 @dataclass
 class _Duty:
     name: str
@@ -89,6 +114,8 @@ class _Duty:
     interval_s: float
     held: bool = False
     stats: DutyStats = field(default_factory=DutyStats)
+    claim_failures: _Streak = field(default_factory=_Streak)
+    run_failures: _Streak = field(default_factory=_Streak)
 
     @property
     def ttl_ms(self) -> int:
@@ -269,8 +296,12 @@ class DutyRunner:
         except Exception as exc:  # noqa: BLE001 - e.g. a locked database: next tick
             duty.stats.claim_errors += 1
             self._set_held(duty, False)
-            log.warning("duty %s: claim failed: %s", name, exc)
+            if duty.claim_failures.failed():
+                log.warning("duty %s: claim failed (%d in a row): %s", name,
+                            duty.claim_failures.failures, exc)
             return
+        if failures := duty.claim_failures.succeeded():
+            log.info("duty %s: claims work again after %d failures", name, failures)
         with self._lock:
             stepping_down = self._stepping_down()
         if held and stepping_down:  # resigned while claiming: give it straight back
@@ -285,8 +316,12 @@ class DutyRunner:
         except Exception as exc:  # noqa: BLE001 - a failing duty must not stop the others
             duty.stats.errors += 1
             duty.stats.last_error = f"{type(exc).__name__}: {exc}"
-            log.exception("duty %s failed; it runs again next tick", name)
+            if duty.run_failures.failed():
+                log.exception("duty %s failed (%d in a row); it runs again next tick",
+                              name, duty.run_failures.failures)
             return
+        if failures := duty.run_failures.succeeded():
+            log.info("duty %s: runs again after %d failures", name, failures)
         duty.stats.runs += 1
         duty.stats.last_result = result
         if result:

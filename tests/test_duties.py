@@ -8,7 +8,9 @@ and kill them with real signals; everything runs on the real clock.
 from __future__ import annotations
 
 import json
+import logging
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -217,13 +219,23 @@ def test_stop_and_resign_release_leases_for_the_next_tick(db_url: str) -> None:
         s2.close()
 
 
-def test_a_failing_duty_runs_again_and_others_keep_running(db_url: str) -> None:
+def duty_records(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records
+            if r.name == "headgate.duties" and r.getMessage().startswith(f"duty {name}")]
+
+
+def test_a_failing_duty_runs_again_and_others_keep_running(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="headgate.duties")
     store = headgate.open_store(db_url, migrate=False)
     calls: list[float] = []
+    healthy = threading.Event()
 
     def flaky() -> None:
         calls.append(time.monotonic())
-        raise RuntimeError("boom")
+        if not healthy.is_set():
+            raise RuntimeError("boom")
 
     runner = DutyRunner(store, holder="solo", intervals=FAST_INTERVALS,
                         duties=["promoter", "history"])
@@ -235,10 +247,42 @@ def test_a_failing_duty_runs_again_and_others_keep_running(db_url: str) -> None:
         assert runner.stats["flaky"].last_error == "RuntimeError: boom"
         assert runner.stats["promoter"].runs >= 2
         assert runner.stats["history"].errors == 0
+        # A failure that repeats every tick is logged once (with its traceback), not
+        # once a tick; its end is logged too.
+        failed = duty_records(caplog, "flaky")
+        assert len(failed) == 1 and failed[0].levelno == logging.ERROR, failed
+        assert failed[0].exc_info is not None
+        healthy.set()
+        wait_for(lambda: runner.stats["flaky"].runs >= 1, 5)
+        assert "runs again after" in duty_records(caplog, "flaky")[-1].getMessage()
     finally:
         runner.stop()
         store.close()
     assert sorted(holders(store)) == []
+
+
+def test_an_unreachable_store_is_logged_once_per_duty_not_per_tick(
+    tmp_path: Path, db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="headgate.duties")
+    store = headgate.open_store(db_url, migrate=False, busy_timeout_ms=20)
+    runner = DutyRunner(store, holder="solo", duties=[])
+    runner.run_duty("tidy", lambda: None, interval_ms=50)
+    blocker = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")  # another process holding the write lock
+    runner.start()
+    try:
+        wait_for(lambda: runner.stats["tidy"].claim_errors >= 5, 10)
+        failed = duty_records(caplog, "tidy")
+        assert len(failed) == 1 and failed[0].levelno == logging.WARNING, failed
+        assert "claim failed" in failed[0].getMessage()
+        blocker.execute("COMMIT")
+        wait_for(lambda: runner.stats["tidy"].runs >= 1, 5)
+        assert "claims work again after" in duty_records(caplog, "tidy")[-1].getMessage()
+    finally:
+        blocker.close()
+        runner.stop()
+        store.close()
 
 
 def test_runner_rejects_unknown_duties(db_url: str) -> None:
