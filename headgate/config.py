@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 DEFAULT_SQLITE_PATH = "headgate.db"
 DEFAULT_API_ADDR = "127.0.0.1:8080"
 DEFAULT_LEASE_MS = 30_000
+DEFAULT_AUTH_FAILURES_PER_MINUTE = 20
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -131,6 +132,10 @@ class Settings:
     api_tokens: tuple[str, ...] = field(default=(), repr=False)
     # Bearer tokens that may only read (GET): support staff, dashboards on a wall.
     api_read_tokens: tuple[str, ...] = field(default=(), repr=False)
+    # The console's session cookie is sent over HTTPS only (behind a TLS proxy).
+    cookie_secure: bool = False
+    # Failed token attempts an address may make in a minute (headgate/web/failed_attempts.py).
+    auth_failures_per_minute: int = DEFAULT_AUTH_FAILURES_PER_MINUTE
 
     def __post_init__(self) -> None:
         if self.store not in ("sqlite", "pg"):
@@ -157,6 +162,9 @@ class Settings:
             pg_poll_only=_bool(env, "HG_PG_POLL_ONLY"),
             api_tokens=tokens,
             api_read_tokens=read_tokens,
+            cookie_secure=_bool(env, "HG_COOKIE_SECURE"),
+            auth_failures_per_minute=_positive_int(
+                env, "HG_AUTH_FAILURES_PER_MINUTE", DEFAULT_AUTH_FAILURES_PER_MINUTE),
         )
 
     def store_url(self) -> str:

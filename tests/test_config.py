@@ -12,6 +12,7 @@ def test_defaults_are_sqlite_on_loopback() -> None:
     assert s.store_url() == "sqlite:///headgate.db"
     assert s.api_addr == "127.0.0.1:8080"
     assert (s.read_only, s.allow_remote, s.lease_ms, s.api_tokens) == (False, False, 30000, ())
+    assert (s.cookie_secure, s.auth_failures_per_minute) == (False, 20)
 
 
 def test_env_is_read() -> None:
@@ -24,11 +25,14 @@ def test_env_is_read() -> None:
             "HG_API_ALLOW_REMOTE": "true",
             "HG_LEASE_MS": "5000",
             "HG_API_TOKENS": "a, b,,",
+            "HG_COOKIE_SECURE": "1",
+            "HG_AUTH_FAILURES_PER_MINUTE": "5",
         }
     )
     assert s.store_url() == "postgresql://u@db/hg"
     assert (s.api_addr, s.read_only, s.allow_remote, s.lease_ms) == ("[::1]:9000", True, True, 5000)
     assert s.api_tokens == ("a", "b")
+    assert (s.cookie_secure, s.auth_failures_per_minute) == (True, 5)
     assert "api_tokens" not in repr(s)  # tokens never end up in logs
 
 
@@ -39,6 +43,8 @@ def test_env_is_read() -> None:
         ({"HG_LEASE_MS": "0"}, "at least 1"),
         ({"HG_LEASE_MS": "soon"}, "HG_LEASE_MS"),
         ({"HG_READ_ONLY": "maybe"}, "HG_READ_ONLY"),
+        ({"HG_AUTH_FAILURES_PER_MINUTE": "0"}, "HG_AUTH_FAILURES_PER_MINUTE"),
+        ({"HG_COOKIE_SECURE": "sometimes"}, "HG_COOKIE_SECURE"),
     ],
 )
 def test_bad_env_is_rejected_by_name(env: dict[str, str], needle: str) -> None:

@@ -24,6 +24,7 @@ import ast
 import base64
 import hashlib
 import html
+import http.client
 import inspect as pyinspect
 import json
 import logging
@@ -55,6 +56,7 @@ from headgate.dashboard import auth as console_auth
 from headgate.dashboard import live
 from headgate.dashboard.demo import Seeded, seed
 from headgate.web import create_app
+from headgate.web.failed_attempts import FailedAttempts
 
 if TYPE_CHECKING:
     from api_helpers import Api
@@ -1356,3 +1358,64 @@ def test_a_middleware_that_refuses_on_purpose_keeps_its_status(make_api: Any) ->
     api = make_api(middleware=[refuse])
     r = api.post("/jobs", json={"kind": "k", "payload": ""})
     assert (r.status_code, r.json()) == (400, {"error": "tenant header required"})
+
+
+# -- token guessing -------------------------------------------------------------------------
+
+def test_token_guessing_is_slowed_per_address_on_the_api_and_the_sign_in_form(
+    make_api: Any,
+) -> None:
+    api = make_api(settings=Settings(api_tokens=("right-token",), auth_failures_per_minute=3))
+    good = {"Authorization": "Bearer right-token"}
+    assert api.get("/jobs").status_code == 401  # no token guesses nothing: not counted
+    for i in range(2):
+        r = api.get("/jobs", headers={"Authorization": f"Bearer guess-{i}"})
+        assert r.status_code == 401
+    console = requests.Session()
+    page = console.get(api.base + "/signin", timeout=10).text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    r = console.post(api.base + "/signin", data={"token": "guess-2", "csrf": csrf},
+                     allow_redirects=False, timeout=10)
+    assert r.status_code == 401  # the third failure, counted with the API's
+    # Past the limit even the right token waits, or guessing would go on.
+    r = api.get("/jobs", headers=good)
+    assert r.status_code == 429
+    assert r.json()["error"].startswith("too many failed token attempts")
+    assert 1 <= int(r.headers["Retry-After"]) <= 60
+    r = console.post(api.base + "/signin", data={"token": "right-token", "csrf": csrf},
+                     allow_redirects=False, timeout=10)
+    assert r.status_code == 429 and "Too many failed attempts" in r.text
+    assert 1 <= int(r.headers["Retry-After"]) <= 60
+    assert console.get(api.base + "/", allow_redirects=False, timeout=10).status_code == 302
+    # Another address is not slowed (all of 127.0.0.0/8 is this machine's loopback).
+    host, port = urlsplit(api.base).hostname, urlsplit(api.base).port
+    conn = http.client.HTTPConnection(host, port, timeout=10, source_address=("127.0.0.2", 0))
+    try:
+        conn.request("GET", "/api/v1/jobs", headers=good)
+        assert conn.getresponse().status == 200
+    finally:
+        conn.close()
+
+
+def test_failed_attempts_age_out_and_the_addresses_kept_are_bounded() -> None:
+    attempts = FailedAttempts(2, window_s=0.3, max_addresses=3)
+    attempts.failed("10.0.0.1")
+    assert attempts.retry_after("10.0.0.1") == 0  # one failure: under the limit
+    attempts.failed("10.0.0.1")
+    assert attempts.retry_after("10.0.0.1") >= 1
+    time.sleep(0.35)
+    assert attempts.retry_after("10.0.0.1") == 0
+    for i in range(2, 10):
+        attempts.failed(f"10.0.0.{i}")
+        attempts.failed(f"10.0.0.{i}")
+    assert attempts.retry_after("10.0.0.9") >= 1
+    assert attempts.retry_after("10.0.0.2") == 0  # forgotten: only the newest 3 are kept
+
+
+def test_the_session_cookie_is_https_only_when_configured(make_api: Any) -> None:
+    for secure in (False, True):
+        api = make_api(settings=Settings(api_tokens=("tok",), cookie_secure=secure))
+        r = requests.get(api.base + "/signin", timeout=10)
+        cookie = r.headers["Set-Cookie"]
+        assert cookie.startswith("headgate_session=") and "HttpOnly" in cookie
+        assert ("; Secure" in cookie) is secure, cookie

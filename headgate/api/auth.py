@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import flask
 
 from headgate.config import Settings
+from headgate.web import failed_attempts
 
 from .errors import ApiError
 
@@ -78,9 +79,11 @@ def authenticate(tokens: TokenSet) -> Caller:
     scheme, _, value = header.partition(" ")
     if not header:
         raise ApiError(401, "missing bearer token", headers=challenge)
-    if scheme.lower() != "bearer" or not value.strip():
-        raise ApiError(401, "invalid bearer token", headers=challenge)
-    caller = tokens.match(value.strip())
+    if wait := failed_attempts.wait_s():
+        raise ApiError(429, f"too many failed token attempts; retry in {wait} s",
+                       headers={"Retry-After": str(wait)})
+    caller = tokens.match(value.strip()) if scheme.lower() == "bearer" else None
     if caller is None:
+        failed_attempts.record_failure()
         raise ApiError(401, "invalid bearer token", headers=challenge)
     return caller

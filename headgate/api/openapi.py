@@ -353,6 +353,8 @@ def _operation(method: str, op_id: str, summary: str, tag: str, *,
         responses.setdefault("422", _err("`missing field` / `invalid request body`."))
     if auth:
         responses["401"] = _err("Tokens are configured and none (or a wrong one) was sent.")
+        responses["429"] = _err("Too many failed token attempts from this address "
+                                "(Retry-After).")
     if store:
         responses.setdefault("503", _err("Store unavailable (Retry-After).",
                                          "UnavailableError"))

@@ -135,6 +135,9 @@ def configure_secret(app: flask.Flask) -> None:
         app.secret_key = os.environ.get(SECRET_ENV) or secrets.token_hex(32)
     app.config.setdefault("SESSION_COOKIE_HTTPONLY", True)
     app.config["SESSION_COOKIE_SAMESITE"] = "Strict"
+    s: Settings | None = app.extensions.get("headgate.settings")
+    if s is not None and s.cookie_secure:
+        app.config["SESSION_COOKIE_SECURE"] = True
     if app.config.get("SESSION_COOKIE_NAME", "session") == "session":
         app.config["SESSION_COOKIE_NAME"] = "headgate_session"
 

@@ -16,6 +16,7 @@ import flask
 from werkzeug.exceptions import HTTPException
 
 from headgate.core import HeadgateError, Job, JobPage
+from headgate.web import failed_attempts
 from headgate.web.app import get_store
 
 from . import auth, charts, present
@@ -161,14 +162,19 @@ def signin() -> str | flask.Response:
 
 
 @bp.post("/signin")
-def signin_post() -> tuple[str, int] | flask.Response:
+def signin_post() -> tuple[str, int] | tuple[str, int, dict[str, str]] | flask.Response:
     default = flask.url_for("dashboard.overview")
     nxt = auth.safe_next(flask.request.form.get("next"), default)
     if not auth.csrf_ok(flask.request.form.get("csrf")):
         return render("signin.html", page="signin", title="Sign in", next=nxt,
                       error="The form expired; please try again."), 400
     token = flask.request.form.get("token", "").strip()
+    if wait := failed_attempts.wait_s():
+        page = render("signin.html", page="signin", title="Sign in", next=nxt,
+                      error=f"Too many failed attempts; try again in {wait} s.")
+        return page, 429, {"Retry-After": str(wait)}
     if auth.caller_for(token) is None:
+        failed_attempts.record_failure()
         return render("signin.html", page="signin", title="Sign in", next=nxt,
                       error="That token is not accepted by this server."), 401
     flask.session.clear()
