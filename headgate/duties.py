@@ -35,6 +35,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from headgate.store.port import Store
+from headgate.streak import FailureStreak
 
 if TYPE_CHECKING:
     from headgate.client import Client
@@ -63,7 +64,6 @@ DEFAULT_FORGET_WORKERS_MS = 24 * 3_600_000
 DEFAULT_MISFIRE_GRACE_MS = 60_000
 DEFAULT_RESIGN_COOLDOWN_MS = 60_000
 SCHEDULES_PER_TICK = 500
-REPORT_EVERY_S = 60.0  # a failure that repeats every tick is logged again this often
 
 
 def default_holder() -> str:
@@ -83,30 +83,6 @@ class DutyStats:
     last_error: str | None = None
 
 
-class _Streak:
-    """Consecutive failures of one kind, so a store outage or a duty that keeps failing
-    logs its first failure, a reminder a minute (with the count), and its recovery —
-    not a line (or a traceback) per tick from every duty."""
-
-    def __init__(self) -> None:
-        self.failures = 0
-        self._reported_at = 0.0
-
-    def failed(self) -> bool:
-        """Count a failure; True when this one should be logged."""
-        self.failures += 1
-        now = time.monotonic()
-        if self.failures == 1 or now - self._reported_at >= REPORT_EVERY_S:
-            self._reported_at = now
-            return True
-        return False
-
-    def succeeded(self) -> int:
-        """End the streak; how many failures it held."""
-        failures, self.failures = self.failures, 0
-        return failures
-
-
 @dataclass
 class _Duty:
     name: str
@@ -114,8 +90,8 @@ class _Duty:
     interval_s: float
     held: bool = False
     stats: DutyStats = field(default_factory=DutyStats)
-    claim_failures: _Streak = field(default_factory=_Streak)
-    run_failures: _Streak = field(default_factory=_Streak)
+    claim_failures: FailureStreak = field(default_factory=FailureStreak)
+    run_failures: FailureStreak = field(default_factory=FailureStreak)
 
     @property
     def ttl_ms(self) -> int:

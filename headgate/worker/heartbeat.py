@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from headgate.store.port import Store
+from headgate.streak import FailureStreak
 
 from .attempts import NOT_OURS, Inflight
 from .control import EXIT_OK, EXIT_RESTART, STATUS_RESTARTING, STATUS_STOPPING, Control
@@ -46,6 +47,7 @@ class Heartbeat:
         self.row = row
         self.resign = resign
         self._wake = threading.Event()
+        self._failures = FailureStreak()
 
     def wake(self) -> None:
         self._wake.set()
@@ -61,8 +63,11 @@ class Heartbeat:
         try:
             reply = self.store.heartbeat(self.row(), list(snapshot))
         except Exception as exc:  # noqa: BLE001 - keep beating; the store may come back
-            log.warning("heartbeat failed: %s", exc)
+            if self._failures.failed():
+                log.warning("heartbeat failed (%d in a row): %s", self._failures.failures, exc)
             return
+        if failures := self._failures.succeeded():
+            log.info("heartbeat works again after %d failures", failures)
         for job_id in reply.get("cancelled") or ():
             attempt = snapshot.get(job_id)
             if attempt is not None and not attempt.settled:
