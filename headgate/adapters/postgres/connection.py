@@ -24,7 +24,7 @@ from psycopg.pq import TransactionStatus
 from headgate.adapters.dialect import POSTGRES
 from headgate.core import InvalidInput
 
-from .outage import Reachability, first_line, unavailable
+from .outage import Reachability, connection_lost, first_line, unavailable
 
 log = logging.getLogger("headgate.postgres")
 
@@ -115,7 +115,7 @@ class PgDatabase:
             # range): the caller's input, not an outage — and never a bare driver error.
             raise InvalidInput(f"invalid value: {first_line(exc)}") from exc
         except RETRYABLE as exc:
-            if isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout):
+            if connection_lost(exc):
                 try:
                     self.pool.check()
                 except psycopg.Error:

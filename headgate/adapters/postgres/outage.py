@@ -16,11 +16,14 @@ import threading
 import time
 
 import psycopg
+import psycopg_pool
 
 from headgate.core import StoreUnavailable
 
 RECHECK_S = 0.5
 CONNECT_TIMEOUT_S = 2
+# admin_shutdown, crash_shutdown, cannot_connect_now
+ADMIN_SHUTDOWN = ("57P01", "57P02", "57P03")
 
 
 class Reachability:
@@ -30,10 +33,6 @@ class Reachability:
         self._lock = threading.Lock()
         self._error: str | None = None  # why the server is down; None: not known down
         self._next_try = 0.0
-
-    @property
-    def down(self) -> bool:
-        return self._error is not None
 
     def before_call(self) -> None:
         """Raise StoreUnavailable at once while the server is known down, except for
@@ -67,6 +66,17 @@ class Reachability:
             self._error = first_line(exc)
             raise unavailable(exc) from exc
         self._error = None
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """The connection (or the server) is gone, as opposed to an error the server
+    reported on a live connection (a deadlock, a lock or statement timeout)."""
+    if isinstance(exc, psycopg_pool.PoolTimeout):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in ADMIN_SHUTDOWN
 
 
 def first_line(exc: BaseException) -> str:
