@@ -469,7 +469,9 @@ def _paths() -> dict[str, dict[str, Any]]:
                          "or the Idempotency-Key still in progress.",
                          {"anyOf": [ref("DuplicateError"), ref("Error")]}),
             "423": _err("The payload's fingerprint is quarantined.", "QuarantinedError"),
-            "429": _err("Queue backpressure.", "BackpressureError"),
+            "429": _resp("Queue backpressure, or too many failed token attempts from "
+                         "this address (Retry-After).",
+                         {"anyOf": [ref("BackpressureError"), ref("Error")]}),
             "503": _err("Store unavailable, or the enqueue circuit is open.",
                         "UnavailableError"),
         }))
@@ -537,7 +539,9 @@ def _paths() -> dict[str, dict[str, Any]]:
         "post", "runPeriodic", "Enqueue one job from the schedule now", "periodic",
         params=[sched], ok={"202": _resp("Enqueued (or replayed)", ref("RunResponse"))},
         errors={"423": _err("Quarantined.", "QuarantinedError"),
-                "429": _err("Backpressure.", "BackpressureError")}))
+                "429": _resp("Backpressure, or too many failed token attempts from this "
+                             "address (Retry-After).",
+                             {"anyOf": [ref("BackpressureError"), ref("Error")]})}))
 
     # -- workers
     add("/workers", "get", _operation(
