@@ -53,6 +53,7 @@ class Side:
         self.url = url
         self.server = server
         self.store: Any = open_store(url, notify=False)
+        self.store.plain_retry_s = 0.0  # every admit tries the plain statement first
         self.held: dict[bytes, Claim] = {}
 
     def ack_and_admit(self, acks: list[bytes], worker: str, queues: list[str],
@@ -73,6 +74,21 @@ class Side:
             assert c.job.payload is not None
             self.held[c.job.payload] = c
         return sorted(acked[i] for i in lost), [c.job.payload for c in claims]  # type: ignore[misc]
+
+    def admit(self, worker: str, queue: str, capacity: int) -> list[bytes]:
+        """A pure admit from one queue: the plain statement of the server side, where
+        no policy has a say (else the function), against the shared Python."""
+        if self.server:
+            claims = self.store.admit(worker, [queue], capacity, 30_000)
+        else:
+            with self.store.db.write() as (conn, now):
+                conn.dialect.lock_queues(conn, [queue])
+                claims = shared_admission.admit(conn, now, worker, [queue], capacity, 30_000,
+                                                None)
+        for c in claims:
+            assert c.job.payload is not None
+            self.held[c.job.payload] = c
+        return [c.job.payload for c in claims]  # type: ignore[misc]
 
     def snapshot(self) -> dict[str, Any]:
         with psycopg.connect(self.url) as conn:
@@ -159,6 +175,105 @@ def test_function_decides_exactly_as_the_shared_admission(
     finally:
         server.store.close()
         shared.store.close()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_one_queue_admit_decides_exactly_as_the_shared_admission(
+    twin_urls: tuple[str, str], seed: int
+) -> None:
+    """Mostly the plain statement's case (one partition, no policy); now and then a
+    second partition, a rate class, another worker's sticky job, a due job, a pause,
+    a ceiling or a quarantine, where the same statement hands over to the function."""
+    server, shared = Side(twin_urls[0], True), Side(twin_urls[1], False)
+    rng = random.Random(seed)
+    try:
+        for side in (server, shared):
+            side.store.upsert_rate_class("ample", limit=1000, window_ms=10**15, burst=1000)
+        for round_no in range(24):
+            envs = [Envelope(
+                kind="work", payload=b"job-%02d-%d" % (round_no, i), queue="solo",
+                priority=rng.choice((0, 0, 0, 3)),
+                partition_key="" if rng.random() < 0.9 else "other",
+                rate_class="" if rng.random() < 0.9 else rng.choice(("ample", "unknown")),
+                sticky_worker="" if rng.random() < 0.9 else rng.choice(("w1", "w2")),
+                scheduled_at_ms=0 if rng.random() < 0.95 else 1,  # 1: due at once
+            ) for i in range(rng.randint(0, 4))]
+            held = sorted(server.held)
+            acks = rng.sample(held, rng.randint(0, len(held))) if held else []
+            for side in (server, shared):
+                side.store.enqueue_many(envs)
+                side.ack_and_admit(acks, "w1", ["solo"], 0, None)  # acks only
+                if round_no == 8:
+                    side.store.set_queue_paused("solo", True)
+                if round_no == 10:
+                    side.store.set_queue_paused("solo", False)
+                if round_no == 14:
+                    side.store.upsert_concurrency_limit("cap", "solo", 3, "queue")
+                if round_no == 18:
+                    with psycopg.connect(side.url) as conn:
+                        conn.execute(
+                            "INSERT INTO quarantine (fingerprint, kind, crash_count, "
+                            "quarantined_at_ms, reason) VALUES ('fp', 'work', 3, 0, 't')")
+            worker = rng.choice(("w1", "w1", "w2"))
+            capacity = rng.randint(1, 5)
+            got = [side.admit(worker, "solo", capacity) for side in (server, shared)]
+            assert got[0] == got[1], (round_no, worker, capacity)
+            assert server.snapshot() == shared.snapshot(), round_no
+            time.sleep(0.003)
+    finally:
+        server.store.close()
+        shared.store.close()
+
+
+def test_the_plain_statement_claims_without_the_function_and_hands_over_to_it(
+    pg_url: str,
+) -> None:
+    """With headgate_admit replaced by one that only counts its calls, an admit no
+    policy has a say in claims without it, and one with a rate class in play (or an
+    unknown queue) calls it: the differential test above compares both paths, this
+    shows which one ran."""
+    store = open_store(pg_url, notify=False)
+    try:
+        _enqueue(store, 3, "plain")
+        _enqueue(store, 2, "classed", rate_class="ample")
+        store.upsert_rate_class("ample", limit=1000, window_ms=10**15, burst=1000)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE function_calls (at TIMESTAMPTZ DEFAULT now())")
+            conn.execute("""
+                CREATE OR REPLACE FUNCTION headgate_admit(
+                    p_worker TEXT, p_queues TEXT[], p_capacity BIGINT, p_lease_ms BIGINT,
+                    p_quantum BIGINT, p_lease_id TEXT, p_now BIGINT, p_ack_queues TEXT[],
+                    p_ack_ids TEXT[], p_ack_leases TEXT[], p_ack_fences BIGINT[],
+                    p_ack_results BYTEA[], p_ack_versions INTEGER[])
+                RETURNS SETOF headgate_admitted LANGUAGE plpgsql AS $$
+                BEGIN INSERT INTO function_calls DEFAULT VALUES; END $$""")
+
+        def calls() -> int:
+            with psycopg.connect(pg_url) as conn:
+                return conn.execute("SELECT count(*) FROM function_calls").fetchone()[0]
+
+        claims = store.admit("w", ["plain"], 2)
+        assert [c.job.state for c in claims] == [State.RUNNING, State.RUNNING]
+        assert len(store.admit("w", ["plain"], 2)) == 1
+        assert store.admit("w", ["plain"], 2) == []  # known and empty: still plain
+        assert calls() == 0
+        store.admit("w", ["classed"], 2)  # a rate class in play
+        store.admit("w", ["unknown"], 2)  # no such queue
+        assert calls() == 2
+        # Where a policy had its say, the next admits go straight to the function for
+        # a while (no check first), then the plain statement is tried again.
+        store.plain_retry_s = 0.5
+        head = _enqueue(store, 1, "plain", rate_class="ample", priority=9)[0]
+        store.admit("w", ["plain"], 1)
+        assert calls() == 3
+        store.delete_job(head)
+        store.admit("w", ["plain"], 1)  # no policy now, but within the while
+        assert calls() == 4
+        time.sleep(0.6)
+        store.admit("w", ["plain"], 1)
+        assert calls() == 4
+    finally:
+        store.close()
 
 
 def _enqueue(store: Any, n: int, queue: str, **fields: Any) -> list[str]:

@@ -36,6 +36,7 @@ class PostgresStore(ServerAdmission, SqlStore):
         self._listener: Listener | None = None
         self._closed = False
         self.crash_limit = crash_limit
+        self._policy_bound = {}  # see ServerAdmission
         self.notify = notify
         self.origin = new_origin()
         if migrate:
