@@ -45,7 +45,7 @@ class Reachability:
                 return
             now = time.monotonic()
             if now < self._next_try:
-                raise StoreUnavailable(f"store unavailable: {error}")
+                raise _unavailable(error)
             self._next_try = now + self.recheck_s
         self._try_connect()
 
@@ -85,4 +85,8 @@ def first_line(exc: BaseException) -> str:
 
 
 def unavailable(exc: BaseException) -> StoreUnavailable:
-    return StoreUnavailable(f"store unavailable: {first_line(exc)}")
+    return _unavailable(first_line(exc))
+
+
+def _unavailable(reason: str) -> StoreUnavailable:
+    return StoreUnavailable(f"store unavailable: {reason}")
