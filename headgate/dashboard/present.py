@@ -330,14 +330,26 @@ def render_bytes(data: bytes | None, limit: int = 64 * 1024) -> dict[str, Any]:
         lines = [shown[i:i + 16].hex(" ") for i in range(0, len(shown), 16)]
         return {"kind": "hex", "text": "\n".join(lines), "truncated": len(shown) < size,
                 "size": size}
-    try:
-        parsed = json.loads(text)
-        pretty = json.dumps(parsed, indent=2, ensure_ascii=False, sort_keys=False)
+    pretty = _pretty_json(text)
+    if pretty is not None:
         return {"kind": "json", "text": pretty[:limit], "truncated": len(pretty) > limit,
                 "size": size}
-    except ValueError:
-        return {"kind": "text", "text": text[:limit], "truncated": len(text) > limit,
-                "size": size}
+    return {"kind": "text", "text": text[:limit], "truncated": len(text) > limit,
+            "size": size}
+
+
+def _pretty_json(text: str) -> str | None:
+    """`text` re-indented, or None when it is not JSON this page can show as JSON.
+
+    Stored bytes are whatever a producer wrote: nesting deeper than the parser's
+    recursion limit, or a `\\ud800` escape that decodes to a lone surrogate (which no
+    UTF-8 page can carry), must show as the text it is, never fail the page."""
+    try:
+        pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        pretty.encode("utf-8")
+    except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        return None
+    return pretty
 
 
 def utilization(worker: dict[str, Any]) -> float:
