@@ -102,6 +102,16 @@ def isolated_hang(job: Job, ctx: JobContext) -> None:
     time.sleep(60)
 
 
+def isolated_chatty(job: Job, ctx: JobContext) -> None:
+    """Ignores SIGTERM and logs every few milliseconds: a busy pipe must not hide the
+    parent's kill timer."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        ctx.logger.info("still busy")
+        time.sleep(0.003)
+
+
 def register_all(worker: Worker) -> Worker:
     worker.register("ok", ok)
     worker.register("fail-once", fail_once)
@@ -118,6 +128,7 @@ def register_all(worker: Worker) -> Worker:
     worker.register("isolated-report", isolated_report, isolated=True)
     worker.register("isolated-crash", isolated_crash, isolated=True)
     worker.register("isolated-hang", isolated_hang, isolated=True)
+    worker.register("isolated-chatty", isolated_chatty, isolated=True)
     return worker
 
 

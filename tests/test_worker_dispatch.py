@@ -44,7 +44,7 @@ class Proxy:
         self.batches.append([a.claim.job.id for a in acks])
         return self.store.ack_many(acks)
 
-    def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[str]:
+    def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[Claim]:
         self.batches.append([c.job.id for c in claims])
         return self.store.renew(claims, lease_ms)
 
@@ -290,3 +290,20 @@ def test_acks_of_handlers_longer_than_a_turn_are_not_held_back(store: Store) -> 
     instant, longer = _pair_after_warm_up(proxy, store, 0.05, 0.04)
     assert [instant] in proxy.batches, proxy.batches[-4:]
     assert [longer] in proxy.batches
+
+
+def test_empty_poll_backoff_stays_jittered_at_its_ceiling() -> None:
+    """An idle fleet sits at the ceiling: clipping the jitter there would make half of
+    it poll in lockstep at exactly the ceiling."""
+    from headgate.worker.polling import Backoff
+
+    backoff = Backoff(10, 1_000, jitter=0.2)
+    for _ in range(10):  # 10, 20, ... past the ceiling
+        backoff.next_ms()
+    delays = [backoff.next_ms() for _ in range(2_000)]
+    assert all(800 <= d <= 1_000 for d in delays)
+    assert sum(d == 1_000 for d in delays) == 0
+    assert min(delays) < 820 and max(delays) > 980  # the whole lower band is used
+    backoff.reset()
+    early = [Backoff(10, 1_000, jitter=0.2).next_ms() for _ in range(2_000)]
+    assert min(early) < 8.2 and max(early) > 11.8  # below the ceiling: both ways

@@ -201,8 +201,7 @@ def run_isolated(
                 done = _apply(message, ctx, capture, forward) or done
                 if done is not None:
                     break
-                continue
-            if not process.is_alive():
+            elif not process.is_alive():
                 # Drain what it sent before dying.
                 while receiver.poll(0):
                     try:
@@ -210,6 +209,8 @@ def run_isolated(
                     except Exception:  # noqa: BLE001
                         break
                 break
+            # Every pass, not only quiet ones: a child that logs without pause must
+            # still be stopped on time.
             if ctx.cancelled.is_set():
                 now = time.monotonic()
                 if term_at is None:

@@ -29,7 +29,10 @@ Probe = Callable[[], object]
 
 
 class Backoff:
-    """Exponential delay for empty polls: floor, ×2 per empty poll, ceiling, ±jitter."""
+    """Exponential delay for empty polls: floor, ×2 per empty poll, ceiling, ±jitter.
+
+    At the ceiling, where an idle worker spends its time, the jitter goes downward
+    only: clipping it there would leave half the fleet polling at exactly the ceiling."""
 
     def __init__(self, floor_ms: float, ceiling_ms: float, jitter: float = 0.2) -> None:
         if floor_ms <= 0 or ceiling_ms < floor_ms:
@@ -44,9 +47,10 @@ class Backoff:
 
     def next_ms(self) -> float:
         """The delay before the next poll; grows for the one after."""
-        delay = self._current * random.uniform(1 - self.jitter, 1 + self.jitter)
-        self._current = min(self.ceiling_ms, self._current * 2)
-        return min(delay, self.ceiling_ms)
+        current = self._current
+        high = 1 + self.jitter if current * (1 + self.jitter) <= self.ceiling_ms else 1
+        self._current = min(self.ceiling_ms, current * 2)
+        return current * random.uniform(1 - self.jitter, high)
 
 
 def change_probe(store: Store) -> Probe | None:
