@@ -191,7 +191,7 @@ def test_lease_expiry_follows_the_store_clock(store: Store) -> None:
     assert store.now_ms() > expires
     job = store.get_job(job_id)
     assert job is not None and job.state is State.RETRYABLE and job.crash_attempt == 1
-    assert store.renew([claim], lease_ms=400) == [job_id]
+    assert store.renew([claim], lease_ms=400) == [claim]
 
 
 # -- eligibility ------------------------------------------------------------------------
@@ -435,7 +435,7 @@ def test_ceiling_cancel_running_makes_room(store: Store) -> None:
     assert job is not None and job.state is State.CANCELLED
     assert job.cancel_requested and job.lease_id is None
     assert "one" in job.errors[-1]["error"]
-    assert store.heartbeat({"worker_id": "w"}, [old_id])["cancelled"] == [old_id]
+    assert store.heartbeat({"worker_id": "w"}, [old])["cancelled"] == [old]
     with pytest.raises(Exception) as info:
         store.ack(old, Outcome.SUCCESS)
     assert type(info.value).__name__ == "LeaseLost"

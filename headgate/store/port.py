@@ -90,8 +90,9 @@ class Store(ABC):
         """ack_many, then admit, in one transaction: (lost ids, new claims)."""
 
     @abstractmethod
-    def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[str]:
-        """Extend leases; returns ids of jobs whose lease was lost."""
+    def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[Claim]:
+        """Extend leases; returns the claims whose lease was lost (claims, not job ids:
+        a worker may briefly hold a stale attempt and a new one of the same job)."""
 
     @abstractmethod
     def release(self, claims: Sequence[Claim]) -> int:
@@ -179,9 +180,10 @@ class Store(ABC):
 
     # -- workers ---------------------------------------------------------------------
     @abstractmethod
-    def heartbeat(self, worker: dict[str, Any], running_ids: Sequence[str] = ()) -> dict[str, Any]:
+    def heartbeat(self, worker: dict[str, Any], running: Sequence[Claim] = ()) -> dict[str, Any]:
         """Upsert the registry row; reply `{signal, cancelled}`: a pending operator signal
-        (delivered once) and which of `running_ids` an operator cancelled."""
+        (delivered once) and which of the `running` claims are no longer theirs to run
+        (an operator cancelled the job, or it moved on to another attempt)."""
 
     @abstractmethod
     def signal_worker(self, worker_id: str, command: str | None) -> None: ...

@@ -59,17 +59,17 @@ class Heartbeat:
             self._wake.clear()
 
     def beat(self) -> None:
-        snapshot = {a.job.id: a for a in self.inflight.unsettled()}
+        snapshot = {a.key: a for a in self.inflight.unsettled()}
         try:
-            reply = self.store.heartbeat(self.row(), list(snapshot))
+            reply = self.store.heartbeat(self.row(), [a.claim for a in snapshot.values()])
         except Exception as exc:  # noqa: BLE001 - keep beating; the store may come back
             if self._failures.failed():
                 log.warning("heartbeat failed (%d in a row): %s", self._failures.failures, exc)
             return
         if failures := self._failures.succeeded():
             log.info("heartbeat works again after %d failures", failures)
-        for job_id in reply.get("cancelled") or ():
-            attempt = snapshot.get(job_id)
+        for claim in reply.get("cancelled") or ():
+            attempt = snapshot.get((claim.job.id, claim.fence))
             if attempt is not None and not attempt.settled:
                 self.inflight.abandon(attempt, NOT_OURS)
         signal = reply.get("signal")

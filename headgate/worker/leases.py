@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from headgate.core import Outcome, StoreUnavailable
+from headgate.core import Claim, Outcome, StoreUnavailable
 from headgate.store.port import Store
 
 from .attempts import (
@@ -106,13 +106,14 @@ class LeaseKeeper:
             return True
         started = time.monotonic()
         try:
-            lost = set(self.store.renew([a.claim for a in live], self.lease_ms))
+            lost = {(c.job.id, c.fence) for c in self.store.renew([a.claim for a in live],
+                                                                  self.lease_ms)}
         except Exception as exc:  # noqa: BLE001 - StoreUnavailable and friends
             log.warning("lease renewal failed (%d job(s)): %s", len(live), exc)
             return False
         until = started + self.lease_ms / 1000
         for attempt in live:
-            if attempt.job.id in lost:
+            if attempt.key in lost:
                 if not attempt.settled:  # a queued ack learns it from the store itself
                     self.inflight.abandon(attempt, NOT_OURS)
             else:
@@ -131,23 +132,25 @@ class LeaseKeeper:
                 mine.append(attempt)
         if not mine:
             return 0
-        give_up = time.monotonic() + retry_for_s
-        released = len(mine)
-        while True:
-            try:
-                self.store.release([a.claim for a in mine])
-                break
-            except StoreUnavailable as exc:
-                if time.monotonic() >= give_up:
-                    log.error("release of %d job(s) failed: %s; their leases will expire",
-                              len(mine), exc)
-                    released = 0
-                    break
-                time.sleep(0.1)
-            except Exception as exc:  # noqa: BLE001
-                log.error("release of %d job(s) failed: %s", len(mine), exc)
-                released = 0
-                break
+        released = len(mine) if self.give_back([a.claim for a in mine], retry_for_s) else 0
         for attempt in mine:
             self.inflight.done_with(attempt)
         return released
+
+    def give_back(self, claims: list[Claim], retry_for_s: float) -> bool:
+        """``store.release``, retried while the store is unavailable; False when it
+        could not be done (the leases then expire and are charged as crashes)."""
+        give_up = time.monotonic() + retry_for_s
+        while True:
+            try:
+                self.store.release(claims)
+                return True
+            except StoreUnavailable as exc:
+                if time.monotonic() >= give_up:
+                    log.error("release of %d job(s) failed: %s; their leases will expire",
+                              len(claims), exc)
+                    return False
+                time.sleep(0.1)
+            except Exception as exc:  # noqa: BLE001
+                log.error("release of %d job(s) failed: %s", len(claims), exc)
+                return False

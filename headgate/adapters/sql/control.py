@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from headgate.core import InvalidTransition, NotFound, State, transition
+from headgate.core import Claim, InvalidTransition, NotFound, State, transition
 from headgate.core.envelope import MAX_PAYLOAD, check_int, check_text
 from headgate.core.errors import InvalidInput
 
@@ -182,7 +182,7 @@ ON CONFLICT (worker_id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
 
 
 def heartbeat(
-    conn: Connection, now: int, worker: dict[str, Any], running_ids: Sequence[str]
+    conn: Connection, now: int, worker: dict[str, Any], running: Sequence[Claim]
 ) -> dict[str, Any]:
     row = {
         "worker_id": check_text("worker_id", worker.get("worker_id")),
@@ -209,12 +209,12 @@ def heartbeat(
             "UPDATE workers SET pending_signal = NULL WHERE worker_id = ?", (row["worker_id"],)
         )
     cancelled = []
-    for job_id in running_ids:
-        state = conn.execute(
-            "SELECT state, cancel_requested FROM jobs WHERE id = ?", (job_id,)
+    for claim in running:
+        row = conn.execute(
+            "SELECT state, cancel_requested, fence FROM jobs WHERE id = ?", (claim.job.id,)
         ).fetchone()
-        if state is None or state[0] != State.RUNNING.value or state[1]:
-            cancelled.append(job_id)
+        if row is None or row[0] != State.RUNNING.value or row[1] or row[2] != claim.fence:
+            cancelled.append(claim)
     return {"signal": signal[0], "cancelled": cancelled}
 
 

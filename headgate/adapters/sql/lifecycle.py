@@ -335,13 +335,13 @@ def lock_job_queues(conn: Connection, sql: str, params: tuple) -> None:
         conn.dialect.lock_queues(conn, [row[0] for row in conn.execute(sql, params)])
 
 
-def renew(conn: Connection, now: int, claims: Sequence[Claim], lease_ms: int) -> list[str]:
+def renew(conn: Connection, now: int, claims: Sequence[Claim], lease_ms: int) -> list[Claim]:
     lost = []
     # Rows in id order, as every multi-job writer takes them: no lock-order deadlock.
     for claim in sorted(claims, key=lambda c: c.job.id):
         cur = conn.execute(RENEW, (now + lease_ms, claim.job.id, claim.lease_id, claim.fence))
         if cur.rowcount == 0:
-            lost.append(claim.job.id)
+            lost.append(claim)
     return lost
 
 

@@ -116,7 +116,7 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
         bump_history(conn, now, history)
         return lost, wake
 
-    def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[str]:
+    def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[Claim]:
         check_int("lease_ms", lease_ms, 1)
         if not claims:
             return []
@@ -175,9 +175,9 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
         ]
 
     # -- workers -----------------------------------------------------------------------
-    def heartbeat(self, worker: dict[str, Any], running_ids: Sequence[str] = ()) -> dict[str, Any]:
+    def heartbeat(self, worker: dict[str, Any], running: Sequence[Claim] = ()) -> dict[str, Any]:
         with self.db.write() as (conn, now):
-            return control.heartbeat(conn, now, worker, running_ids)
+            return control.heartbeat(conn, now, worker, running)
 
     def signal_worker(self, worker_id: str, command: str | None) -> None:
         with self.db.write() as (conn, _):
