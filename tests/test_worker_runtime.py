@@ -256,6 +256,19 @@ def test_isolated_child_that_ignores_sigterm_is_killed_after_the_grace(
     assert store.get_job(job_id).errors[-1]["error"] == "timed out after 300 ms"
 
 
+def test_isolated_child_that_logs_without_pause_is_still_killed_after_the_grace(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    worker = make_worker(kill_grace_ms=300)
+    worker.configure(timeout_ms=300)
+    job_id = headgate.Client(store).enqueue("isolated-chatty", b"")
+    started = time.monotonic()
+    worker.start()
+    wait_for(lambda: state_of(store, job_id) is State.RETRYABLE, 15, "the killed child")
+    assert time.monotonic() - started < 10  # not the child's 60 s of logging
+    assert store.get_job(job_id).errors[-1]["error"] == "timed out after 300 ms"
+
+
 # -- operator signals and cancellation ------------------------------------------------------
 
 def test_quiet_stops_admission_in_flight_finishes_resume_restarts_terminate_stops(
@@ -334,6 +347,77 @@ def test_stop_releases_unfinished_jobs_without_charging_an_attempt(
         assert job.state is State.AVAILABLE
         assert (job.attempt, job.crash_attempt, job.errors) == (0, 0, [])
         assert gate.saw_cancel[job_id] == "released at shutdown"
+
+
+def test_claims_an_admit_makes_as_the_drain_begins_go_back_uncharged(
+    store_url: str, backend: str
+) -> None:
+    """The dispatcher waits inside an admit (another writer holds SQLite's lock) when
+    the stop comes; the jobs it then claims must not be left running until their
+    leases expire (each charged a crash)."""
+    if backend != "sqlite":
+        pytest.skip("takes SQLite's write lock")
+    import sqlite3
+
+    store = headgate.open_store(store_url)
+    ran: list[str] = []
+    worker = Worker(store, concurrency=2, **{**FAST, "poll_ceiling_ms": 20})
+    worker.register("k", lambda job, ctx: ran.append(job.id))
+    due = store.now_ms() + 700
+    held = [headgate.Client(store).enqueue("k", b"", scheduled_at_ms=due) for _ in range(2)]
+    worker.start()
+    try:
+        time.sleep(0.3)
+        lock = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")
+        time.sleep(0.2)  # the dispatcher's next admit now waits for the lock
+        codes: list[int] = []
+        stopper = threading.Thread(target=lambda: codes.append(
+            worker.stop(drain_ms=3_000, timeout=20)))
+        stopper.start()
+        time.sleep(0.8)  # the jobs are due by now: the waiting admit will claim them
+        lock.execute("COMMIT")
+        lock.close()
+        stopper.join(30)
+        assert codes == [0]
+        for job_id in held:
+            job = store.get_job(job_id)
+            assert job is not None and job.state is State.AVAILABLE, job
+            assert (job.attempt, job.crash_attempt, job.errors) == (0, 0, [])
+        assert ran == []
+    finally:
+        worker.stop(drain_ms=0, timeout=15)  # a no-op once stopped
+        store.close()
+
+
+def test_a_stale_attempt_is_stopped_without_touching_the_new_attempt_of_its_job(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    """An operator cancels a running job and retries it at once; the same worker takes
+    it again while the first attempt's handler still runs. Only the first is told to
+    stop; the second finishes and is recorded."""
+    seen: dict[int, str] = {}
+
+    def handler(job: Job, ctx: JobContext) -> bytes:
+        if job.fence == 1:
+            seen[1] = "cancelled" if ctx.cancelled.wait(20) else "never told"
+        else:
+            time.sleep(1.0)  # outlives the first attempt's renewal and heartbeat
+            seen[job.fence] = "cancelled" if ctx.cancelled.is_set() else "finished"
+        return b"done"
+
+    worker = make_worker(concurrency=2, lease_ms=1_500)
+    worker.register("twice", handler)
+    job_id = headgate.Client(store).enqueue("twice", b"")
+    worker.start()
+    wait_for(lambda: state_of(store, job_id) is State.RUNNING, 10, "the first attempt")
+    store.operator_cancel(job_id)
+    store.operator_retry(job_id)
+    wait_for(lambda: state_of(store, job_id) is State.COMPLETED, 10, "the second attempt")
+    job = store.get_job(job_id)
+    assert (job.fence, job.crash_attempt) == (2, 0)
+    assert seen == {1: "cancelled", 2: "finished"}
+    assert store.get_result(job_id).bytes == b"done"
 
 
 def test_leases_are_renewed_so_a_long_job_outlives_its_lease(

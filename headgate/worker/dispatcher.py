@@ -74,7 +74,8 @@ class Doorbell:
 class Dispatcher:
     def __init__(
         self, store: Store, inflight: Inflight, acks: AckQueue, pool: Pool,
-        control: Control, doorbell: Doorbell, probe: Probe | None, *, worker_id: str,
+        control: Control, doorbell: Doorbell, probe: Probe | None,
+        give_back: Callable[[list[Claim], float], bool], *, worker_id: str,
         queues: Sequence[str], concurrency: int, lease_ms: int, quantum: int | None,
         poll_floor_ms: int, poll_ceiling_ms: int, probe_interval_ms: int,
         idle_probe_interval_ms: int, idle_after_ms: int, hint_ceiling_ms: int,
@@ -83,6 +84,10 @@ class Dispatcher:
         self.inflight = inflight
         self.acks = acks
         self.pool = pool
+        self.give_back = give_back
+        # Held while claims go to the pool; ``Engine.shutdown`` starts the drain under it,
+        # so claims are either in flight when the drain looks, or handed back.
+        self.handoff = threading.Lock()
         self.control = control
         self.doorbell = doorbell
         self.probe = probe
@@ -198,8 +203,9 @@ class Dispatcher:
         self._last_poll = time.monotonic()
         self._turn_s = self._last_poll - started
         self.polls += 1
+        if claims and not self._hand_over(claims, started + self.lease_ms / 1000):
+            return
         if claims:
-            self.pool.submit(claims, started + self.lease_ms / 1000)
             self._last_work = self._last_poll
             self._backoff.reset()
             self._hint_gap = 0.0
@@ -212,6 +218,18 @@ class Dispatcher:
             self._delay = self._backoff.next_ms() / 1000
             if self._by_hint:
                 self._hint_gap = min(self.hint_ceiling_s, max(self._hint_gap * 2, 0.001))
+
+    def _hand_over(self, claims: list[Claim], lease_ok_until: float) -> bool:
+        """Give the claims to the pool; False when the drain began while the store
+        admitted them: they go back to available, uncharged, instead."""
+        with self.handoff:
+            if not self.control.stopping.is_set():
+                self.pool.submit(claims, lease_ok_until)
+                return True
+        log.info("worker %s: %d job(s) admitted as the drain began; released",
+                 self.worker_id, len(claims))
+        self.give_back(claims, 5.0)
+        return False
 
     def _linger(self) -> None:
         """After an ack, wait a moment for the handlers still running when attempts are

@@ -84,7 +84,7 @@ class Engine:
         )
         self.dispatcher = Dispatcher(
             store, inflight, self.acks, self.pool, control, doorbell, change_probe(store),
-            worker_id=worker.worker_id, queues=worker.queues,
+            self.keeper.give_back, worker_id=worker.worker_id, queues=worker.queues,
             concurrency=worker.concurrency, lease_ms=worker.lease_ms, quantum=worker.quantum,
             poll_floor_ms=worker.poll_floor_ms, poll_ceiling_ms=worker.poll_ceiling_ms,
             probe_interval_ms=worker.probe_interval_ms,
@@ -137,7 +137,8 @@ class Engine:
     def shutdown(self, drain_ms: int) -> int:
         """Drain, release, stop the threads; returns the exit code."""
         control, inflight, worker_id = self.control, self.inflight, self.worker.worker_id
-        control.stopping.set()
+        with self.dispatcher.handoff:  # an admit still in progress hands its claims back
+            control.stopping.set()
         control.changed()
         log.info("worker %s %s: draining %d in-flight job(s) for up to %d ms", worker_id,
                  control.stop_status, inflight.count(), drain_ms)
