@@ -120,7 +120,6 @@ def _template_context() -> dict[str, Any]:
         "dom_id": present.dom_id,
         "now": present.now_ms(),
         "seg": url_segment,
-        "b64": lambda data: base64.b64encode(data or b"").decode(),
         "charts_stacked": lambda by_state: charts.stacked(by_state, DEPTH_ORDER),
         # Defaults for fragments rendered outside the Jobs page (the live socket passes
         # the page's own query).
@@ -339,12 +338,33 @@ def quarantine() -> str:
 def periodic() -> str:
     schedules = store().list_schedules()
     edit = next((x for x in schedules if x["id"] == flask.request.args.get("edit")), None)
-    edit_payload = ""
-    if edit is not None:
-        shown = present.render_bytes(edit.get("payload") or b"")
-        edit_payload = shown["text"] if shown["kind"] in ("json", "text") else ""
-    return render("periodic.html", page="periodic", title="Periodic",
-                  schedules=schedules, edit=edit, edit_payload=edit_payload)
+    return render("periodic.html", page="periodic", title="Periodic", schedules=schedules,
+                  edit=edit, edit_payload=payload_for_editing(edit["payload"]) if edit else None)
+
+
+# Larger payloads are kept, not shown: a textarea holding megabytes helps nobody.
+EDIT_PAYLOAD_LIMIT = 64 * 1024
+
+
+def payload_for_editing(data: bytes | None) -> dict[str, Any]:
+    """How the edit form carries a schedule's payload.
+
+    PUT /api/v1/periodic/{id} replaces the whole schedule, so the form always sends the
+    stored bytes back (`b64`) unless the operator changed the text: a textarea cannot
+    carry every byte string unchanged (binary, a CR, a NUL), and pretty-printing or
+    truncating it would save new bytes. Only UTF-8 text of a readable size is offered
+    for editing at all."""
+    data = data or b""
+    encoded = base64.b64encode(data).decode()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"editable": False, "text": "", "b64": encoded, "size": len(data),
+                "why": "it is binary (not UTF-8 text)"}
+    if len(data) > EDIT_PAYLOAD_LIMIT:
+        return {"editable": False, "text": "", "b64": encoded, "size": len(data),
+                "why": f"it is larger than {EDIT_PAYLOAD_LIMIT // 1024} KiB"}
+    return {"editable": True, "text": text, "b64": encoded, "size": len(data), "why": ""}
 
 
 @bp.get("/periodic/<path:schedule_id>")

@@ -85,7 +85,11 @@
       if (!elt.hasAttribute("data-mutation")) return null;
       xhr.overrideMimeType("text/json");
       var body = {};
-      try { body = JSON.parse(elt.getAttribute("data-body") || "{}"); } catch (e) { body = {}; }
+      if (elt._hgBody) {
+        body = elt._hgBody; // read from the API at click time (a schedule's pause/resume)
+      } else {
+        try { body = JSON.parse(elt.getAttribute("data-body") || "{}"); } catch (e) { body = {}; }
+      }
       var scope = elt.tagName === "FORM" ? elt : (elt.closest("form") || elt);
       var skip = elt.getAttribute("data-path-from");
       var arrays = {};
@@ -105,7 +109,9 @@
         } else if (kind === "bool") {
           value = true;
         } else if (kind === "base64") {
-          value = b64utf8(raw);
+          // An edit form's unchanged text sends the stored bytes, not the text's UTF-8.
+          var original = input.getAttribute("data-original");
+          value = original !== null && input.value === input.defaultValue ? original : b64utf8(raw);
         }
         setPath(body, key, value);
       });
@@ -183,6 +189,7 @@
   function onAnswer(elt, xhr) {
     if (!xhr.status) return; // network failure: keep the key, see sendError
     setTimeout(function () { elt._hgKey = null; }, 1000);
+    elt._hgBody = null;
     var body = null;
     try { body = JSON.parse(xhr.responseText); } catch (e) { body = null; }
     if (xhr.status >= 200 && xhr.status < 300) {
@@ -238,6 +245,50 @@
       elt.textContent = elt._hgLabel;
       elt.classList.remove("armed");
     }, 4000);
+  });
+
+  /* -- a periodic schedule's pause/resume ---------------------------------------------
+   * PUT /periodic/{id} replaces the whole schedule, payload included, and pages never
+   * carry payloads (they are hidden unless asked for). So the click reads the schedule
+   * with its payload from the API, then PUTs every field back with only `paused`
+   * changed: the same request any API client would make, through the same checks. */
+  function readSchedule(id) {
+    return fetch(meta("hg-api") + "/periodic?include_payload=true", {
+      headers: { "X-Headgate-CSRF": meta("hg-csrf"), "Accept": "application/json" },
+      credentials: "same-origin"
+    }).then(function (resp) {
+      return resp.json().catch(function () { return null; }).then(function (body) {
+        if (!resp.ok) throw new Error(errorText(resp.status, body));
+        var list = Array.isArray(body) ? body : (body && body.schedules) || [];
+        var found = list.filter(function (s) { return s && s.id === id; })[0];
+        if (!found) throw new Error("This schedule no longer exists; reload the page.");
+        return found;
+      });
+    });
+  }
+
+  document.addEventListener("htmx:confirm", function (evt) {
+    var elt = evt.detail.elt;
+    var id = elt.getAttribute && elt.getAttribute("data-schedule-toggle");
+    if (id === null || id === undefined) return;
+    evt.preventDefault();
+    if (elt._hgReading) return; // a second click while the first is still reading
+    elt._hgReading = true;
+    elt.disabled = true;
+    readSchedule(id).then(function (sched) {
+      var body = {};
+      Object.keys(sched).forEach(function (k) { if (k !== "id") body[k] = sched[k]; });
+      body.paused = elt.getAttribute("data-paused") === "true";
+      elt._hgBody = body;
+      elt._hgReading = false;
+      elt.disabled = false;
+      evt.detail.issueRequest(true);
+    }, function (err) {
+      elt._hgReading = false;
+      elt.disabled = false;
+      var offline = !err || err instanceof TypeError; // fetch's network failure
+      sayInPlace(elt, offline ? "Could not reach the server; nothing was changed." : err.message, "error");
+    });
   });
 
   /* -- selection ------------------------------------------------------------------ */
