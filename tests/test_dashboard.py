@@ -5,6 +5,7 @@ browser-level behaviour is in e2e/.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import threading
@@ -138,6 +139,56 @@ def test_search_filters_by_fields_and_kind_prefix(client: Any, seeded: Seeded) -
     assert "render_report" in body and "send_email" not in body
     body = text_of(client.get(f"/jobs?q=fingerprint:{seeded.quarantined_fingerprint}"))
     assert "pdf.render" in body
+
+
+def listed_ids(client: Any, href: str) -> set[str]:
+    """The job ids the Jobs page behind `href` (as found in a page) lists."""
+    body = text_of(client.get(html.unescape(href)))
+    assert "This search cannot run" not in body
+    return set(re.findall(r'class="jobrow">\s*<td class="sel"><input type="checkbox" '
+                          r'name="ids" value="([^"]*)"', body))
+
+
+def test_links_to_jobs_by_a_name_with_spaces_lead_to_those_jobs(store: Any,
+                                                                client: Any) -> None:
+    c = headgate.Client(store)
+    store.upsert_rate_class("rc sp ace", 10, 1000)
+    store.upsert_rate_class("rc", 10, 1000)
+    store.upsert_schedule({"id": "s", "kind": "kind sp ace", "spec": "@every:60000",
+                           "queue": "q sp ace"})
+    wanted = c.enqueue("kind sp ace", b"{}", queue="q sp ace", partition_key="tenant sp ace",
+                       tags=["tag sp ace"], rate_class="rc sp ace")
+    # Decoys matching only the first word of each name (what a split `q` would find).
+    c.enqueue("kind", b"{}", queue="q sp ace", partition_key="tenant", tags=["tag"],
+              rate_class="rc")
+    rates = text_of(client.get("/rate-classes"))
+    link = re.search(r'<th scope="row" class="name">rc sp ace.*?<a href="([^"]*)"', rates, re.S)
+    assert link and listed_ids(client, link.group(1)) == {wanted}
+    sheet = text_of(client.get(f"/jobs?job={wanted}"))
+    tag = re.search(r'<a class="tag" href="([^"]*)">tag sp ace</a>', sheet)
+    assert tag and listed_ids(client, tag.group(1)) == {wanted}
+    parts = text_of(client.get("/partitions?queue=q+sp+ace"))
+    part = re.search(r'<a href="([^"]*)">tenant sp ace</a>', parts)
+    assert part and listed_ids(client, part.group(1)) == {wanted}
+    sched = text_of(client.get("/periodic/s"))
+    its = re.search(r'<a class="btn" href="([^"]*)">Its jobs</a>', sched)
+    assert its and listed_ids(client, its.group(1)) == {wanted}
+
+
+def test_an_exact_filter_shows_can_be_removed_and_survives_paging(store: Any,
+                                                                  client: Any) -> None:
+    c = headgate.Client(store)
+    for i in range(55):
+        c.enqueue("k", b"%d" % i, queue="q", tags=["a b"])
+    c.enqueue("k", b"", queue="q", tags=["other"])
+    body = text_of(client.get("/jobs?tag=a+b"))
+    assert body.count('class="jobrow"') == 50
+    assert re.search(r'Only jobs with tag <span class="tag">a b</span>', body)
+    assert '<input type="hidden" name="tag" value="a b">' in body  # a new search keeps it
+    nxt = re.search(r'href="(/jobs\?[^"]*cursor=[^"]*)"', body)
+    assert nxt and "tag=a+b" in nxt.group(1)
+    assert len(listed_ids(client, nxt.group(1))) == 5
+    assert 'href="/jobs" aria-label="remove the tag filter a b"' in body
 
 
 def test_pagination_uses_the_opaque_cursor(store: Any, client: Any) -> None:

@@ -23,6 +23,21 @@ URL_SAFE = "!$'()*,/:;?@"
 BULK_FIELDS: frozenset[str] = frozenset({"queue", "state", "kind", "partition_key"})
 
 
+# Filters a link can set exactly, by parameter: the `q` grammar splits on whitespace, so
+# `rate_class:rc one` cannot name a rate class with a space; these parameters can.
+# Names follow GET /api/v1/jobs where it has one (kind, partition_key).
+EXACT_PARAMS: dict[str, str] = {
+    "kind": "kind", "partition_key": "partition_key", "rate_class": "rate_class",
+    "fingerprint": "fingerprint",
+}
+EXACT_LABELS: dict[str, str] = {
+    "kind": "kind", "partition_key": "partition", "rate_class": "rate class",
+    "fingerprint": "fingerprint",
+}
+
+Param = str | list[str]
+
+
 @dataclass
 class JobQuery:
     """Everything the Jobs URL encodes: it is the shareable state of the page."""
@@ -33,6 +48,9 @@ class JobQuery:
     cursor: str = ""
     job: str = ""
     error: str = ""
+    # Exact values from links (EXACT_PARAMS, and `tag` repeated): names may hold spaces.
+    exact: dict[str, str] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
     filter: JobFilter = field(default_factory=JobFilter)
 
     @classmethod
@@ -43,8 +61,13 @@ class JobQuery:
             queue=(args.get("queue") or "").strip(),
             cursor=(args.get("cursor") or "").strip(),
             job=(args.get("job") or "").strip(),
+            exact={k: args[k] for k in EXACT_PARAMS if args.get(k)},
+            tags=[t for t in _all(args, "tag") if t],
         )
-        f = JobFilter(state=query.state or None, queue=query.queue or None)
+        f = JobFilter(state=query.state or None, queue=query.queue or None,
+                      tags_all=list(query.tags))
+        for name, value in query.exact.items():
+            setattr(f, EXACT_PARAMS[name], value)
         try:
             parse_search(query.q, f)
         except InvalidInput as exc:
@@ -52,10 +75,24 @@ class JobQuery:
         query.filter = f
         return query
 
-    def params(self, **override: str) -> dict[str, str]:
+    @property
+    def narrowed(self) -> bool:
+        """Whether anything narrows the list (an empty list then means "no match")."""
+        return bool(self.q or self.state or self.queue or self.exact or self.tags)
+
+    def exact_filters(self) -> list[tuple[str, str, str, dict[str, Param]]]:
+        """(label, value, parameter, override that removes it) per exact filter."""
+        out: list[tuple[str, str, str, dict[str, Param]]] = [
+            (EXACT_LABELS[k], v, k, {k: ""}) for k, v in self.exact.items()]
+        for i, tag in enumerate(self.tags):
+            out.append(("tag", tag, "tag", {"tag": self.tags[:i] + self.tags[i + 1:]}))
+        return out
+
+    def params(self, **override: Param) -> dict[str, Param]:
         """URL parameters for a link from this page (empty values dropped)."""
-        base = {"q": self.q, "state": self.state, "queue": self.queue,
-                "cursor": self.cursor, "job": self.job}
+        base: dict[str, Param] = {"q": self.q, "state": self.state, "queue": self.queue}
+        base.update({k: self.exact.get(k, "") for k in EXACT_PARAMS})
+        base.update({"tag": list(self.tags), "cursor": self.cursor, "job": self.job})
         base.update(override)
         return {k: v for k, v in base.items() if v}
 
@@ -101,10 +138,22 @@ class JobLinks:
         # `job` is the last parameter, so a row's link is this prefix and its id.
         self._sheet_prefix = f"{self(job='')}{'&' if kept else '?'}job="
 
-    def __call__(self, **override: str) -> str:
+    def __call__(self, **override: Param) -> str:
         params = self.query.params(**override)
-        return f"{self.base}?{urlencode(params, safe=URL_SAFE)}" if params else self.base
+        if not params:
+            return self.base
+        return f"{self.base}?{urlencode(params, doseq=True, safe=URL_SAFE)}"
 
     def sheet(self, job_id: str) -> str:
         """This page with the sheet of `job_id` open."""
         return self._sheet_prefix + quote_plus(job_id, safe=URL_SAFE)
+
+
+def _all(args: Any, name: str) -> list[str]:
+    """Every value of a repeated parameter (request args are a MultiDict; a plain
+    mapping holds one value)."""
+    getlist = getattr(args, "getlist", None)
+    if callable(getlist):
+        return list(getlist(name))
+    value = args.get(name)
+    return [value] if value else []
