@@ -61,6 +61,7 @@ def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None
         app.config["MAX_CONTENT_LENGTH"] = MAX_CONTENT_LENGTH
     # Names holding `/` are one path segment, as in the seed (headgate/web/segments.py).
     app.url_map.converters["segment"] = Segment
+    app.url_map.converters["job_id"] = jobs.JobId
     app.wsgi_app = keep_encoded_slashes(app.wsgi_app)  # type: ignore[method-assign]
     app.register_blueprint(bp)
     app.register_blueprint(ops_bp)

@@ -22,6 +22,7 @@ from headgate.core import (
 )
 from headgate.core.ids import new_id
 from headgate.core.job_search import parse_search
+from headgate.web.segments import Segment
 
 from .blueprint import bp, json_response, no_content
 from .context import caller, enqueue_context, idempotency_key, producer, producer_call, store
@@ -29,7 +30,22 @@ from .errors import ApiError, raw_msg
 from .params import dflt, json_body, opt, query, req
 
 MAX_ACTION_IDS = 1000
+# The static routes beside `/jobs/{id}`: in the seed's router they win whatever the method.
+STATIC_JOB_PATHS = frozenset({"counts", "actions", "bulk"})
 CURSOR = re.compile(r"[A-Za-z0-9_-]{1,1400}={0,2}")
+
+
+class JobId(Segment):
+    """A job id in `/jobs/{id}` itself, never one of the static paths beside it.
+
+    Werkzeug tries the `{id}` route when a static one matches the path but not the
+    method, so `DELETE /jobs/counts` would delete a job called "counts". Not matching
+    those names here leaves the static route's 405 and its own Allow header, as in the
+    seed (a check in `to_python` would be too late: the `{id}` routes' methods would
+    already be in the Allow header).
+    """
+
+    regex = "(?!(?:{})\\Z)[^/]+".format("|".join(sorted(map(re.escape, STATIC_JOB_PATHS))))
 
 
 def b64encode(data: bytes) -> str:
@@ -241,7 +257,7 @@ def actions() -> flask.Response:
     return json_response({"succeeded": succeeded, "failed": failed})
 
 
-@bp.get("/jobs/<segment:job_id>")
+@bp.get("/jobs/<job_id:job_id>")
 def get_job(job_id: str) -> flask.Response:
     p = query(dflt("include_payload", "bool", False))
     s = store()
@@ -251,7 +267,7 @@ def get_job(job_id: str) -> flask.Response:
     return json_response(job_json(job, s.now_ms()))
 
 
-@bp.delete("/jobs/<segment:job_id>")
+@bp.delete("/jobs/<job_id:job_id>")
 def delete_job(job_id: str) -> flask.Response:
     store().delete_job(job_id)
     return no_content()

@@ -1,0 +1,74 @@
+"""Where headgate answered differently from the seed's router and handlers, over real
+HTTP: static job paths shadowed by `/jobs/{id}`, an empty `on_missed`, path parameters
+that lost an encoded slash, `q` priorities Python's int() takes and i32 parsing does
+not, and a Content-Type on answers with no body."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import pytest
+
+from headgate.api.jobs import STATIC_JOB_PATHS
+
+if TYPE_CHECKING:
+    from api_helpers import Api
+
+pytest_plugins = ["api_helpers"]  # the real-HTTP server fixtures
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+# The seed's methods on each static path (Werkzeug adds HEAD to GET, OPTIONS to all).
+STATIC_ALLOW = {
+    "counts": {"GET", "HEAD", "OPTIONS"},
+    "actions": {"POST", "OPTIONS"},
+    "bulk": {"POST", "OPTIONS"},
+}
+
+
+# -- static job paths beside /jobs/{id} ------------------------------------------------
+
+def test_the_static_job_paths_are_all_known(api: Api) -> None:
+    """A new static `/jobs/<name>` route must join STATIC_JOB_PATHS, or `/jobs/{id}`
+    shadows it for the methods it lacks."""
+    static = {
+        rule.rule.removeprefix("/api/v1/jobs/")
+        for rule in api.app.url_map.iter_rules()
+        if re.fullmatch(r"/api/v1/jobs/[^/<]+", rule.rule)
+    }
+    assert static == set(STATIC_JOB_PATHS) == set(STATIC_ALLOW)
+
+
+@pytest.mark.parametrize("name", sorted(STATIC_ALLOW))
+def test_a_wrong_method_on_a_static_job_path_is_405(api: Api, name: str) -> None:
+    """Even when a job has that id: it is not reachable at `/jobs/{name}` (as in the
+    seed), and a DELETE there must not delete it."""
+    assert api.enqueue(id=name) == name
+    for method in METHODS:
+        if method in STATIC_ALLOW[name]:
+            continue
+        r = api.request(method, f"/jobs/{name}", json={})
+        assert r.status_code == 405, (method, r.text)
+        if method != "HEAD":
+            assert r.json() == {"error": "method not allowed"}
+        assert set(r.headers["Allow"].split(", ")) == STATIC_ALLOW[name], method
+    [job] = api.get("/jobs", params={"q": f"id:{name}"}).json()["jobs"]
+    assert job["state"] == "available"
+    # The routes below `/jobs/{id}` have no static sibling: they still address the job.
+    assert api.get(f"/jobs/{name}/admission").status_code == 200
+    assert api.post(f"/jobs/{name}/cancel").status_code == 204
+
+
+def test_static_paths_keep_their_own_routes(api: Api) -> None:
+    api.enqueue(id="counts")
+    assert api.get("/jobs/counts").json()["counts"]["available"] == 1
+    r = api.post("/jobs/actions", json={"action": "cancel", "ids": ["counts"]})
+    assert r.json() == {"succeeded": ["counts"], "failed": []}
+    r = api.post("/jobs/bulk", json={"action": "delete", "selector": {"queue": "default"},
+                                     "dry_run": True})
+    assert r.status_code == 202
+    # Ids that only start or end like a static path are ordinary ids.
+    for job_id in ("countsx", "xbulk", "actions/1"):
+        api.enqueue(id=job_id)
+        assert api.get("/jobs/" + job_id.replace("/", "%2F")).json()["id"] == job_id
+        assert api.delete("/jobs/" + job_id.replace("/", "%2F")).status_code == 204
