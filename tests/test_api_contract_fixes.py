@@ -72,3 +72,22 @@ def test_static_paths_keep_their_own_routes(api: Api) -> None:
         api.enqueue(id=job_id)
         assert api.get("/jobs/" + job_id.replace("/", "%2F")).json()["id"] == job_id
         assert api.delete("/jobs/" + job_id.replace("/", "%2F")).status_code == 204
+
+
+# -- periodic on_missed ----------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", ["", "SKIP", " skip", "never"])
+def test_on_missed_must_be_a_known_policy(api: Api, bad: str) -> None:
+    body = {"kind": "report.build", "spec": "0 3 * * *"}
+    assert api.put("/periodic/nightly", json={**body, "on_missed": "run_once"}).status_code == 200
+    r = api.put("/periodic/nightly", json={**body, "on_missed": bad, "priority": 9})
+    assert (r.status_code, r.json()) == (400, {"error": "on_missed must be skip|run_once|backfill"})
+    [s] = api.get("/periodic").json()
+    assert (s["on_missed"], s["priority"]) == ("run_once", 0)
+
+
+def test_on_missed_absent_or_null_is_skip(api: Api) -> None:
+    body = {"kind": "report.build", "spec": "0 3 * * *"}
+    assert api.put("/periodic/a", json=body).status_code == 200
+    assert api.put("/periodic/b", json={**body, "on_missed": None}).status_code == 200
+    assert [s["on_missed"] for s in api.get("/periodic").json()] == ["skip", "skip"]

@@ -77,8 +77,9 @@ PERIODIC_FIELDS = (
 def put_periodic(schedule_id: str) -> flask.Response:
     b = json_body(*PERIODIC_FIELDS)
     payload = b"" if b["payload"] is None else b64decode(b["payload"], "payload")
-    on_missed = b["on_missed"] or "skip"
-    if b["on_missed"] is not None and on_missed not in ON_MISSED:
+    # Only an absent (or null) value takes the default: "" is refused like any typo.
+    on_missed = "skip" if b["on_missed"] is None else b["on_missed"]
+    if on_missed not in ON_MISSED:
         raise ApiError(400, "on_missed must be skip|run_once|backfill")
     # An unknown CRON_TZ zone or a bad field is a 400 here, at upsert, not at firing.
     schedule_spec.validate(b["spec"])
