@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from headgate.api.jobs import STATIC_JOB_PATHS
+from headgate.web.segments import Segment
 
 if TYPE_CHECKING:
     from api_helpers import Api
@@ -91,3 +92,32 @@ def test_on_missed_absent_or_null_is_skip(api: Api) -> None:
     assert api.put("/periodic/a", json=body).status_code == 200
     assert api.put("/periodic/b", json={**body, "on_missed": None}).status_code == 200
     assert [s["on_missed"] for s in api.get("/periodic").json()] == ["skip", "skip"]
+
+
+# -- path parameters keep an encoded slash ---------------------------------------------
+
+CONVERTER = re.compile(r"<(?:([^:>]+):)?[^>]+>")
+
+
+def test_every_api_path_parameter_is_one_segment(api: Api) -> None:
+    """Any other converter splits `a%2Fb` or hands the store the internal slash mark."""
+    for rule in api.app.url_map.iter_rules():
+        if not rule.rule.startswith("/api/"):
+            continue
+        for name in CONVERTER.findall(rule.rule):
+            converter = api.app.url_map.converters[name or "default"]
+            assert issubclass(converter, Segment), (rule.rule, name)
+
+
+def test_a_fingerprint_with_an_encoded_slash(api: Api) -> None:
+    r = api.delete("/quarantine/a%2Fb")
+    assert (r.status_code, r.json()) == (
+        404, {"error": "quarantined fingerprint not found: a/b"})
+
+
+def test_an_operation_id_with_an_encoded_slash(api: Api) -> None:
+    r = api.get("/operations/a%2Fb")
+    assert (r.status_code, r.json()) == (404, {"error": "no such operation"})
+    op = api.post("/jobs/bulk", json={"action": "cancel", "selector": {"queue": "q"},
+                                      "dry_run": True}).json()
+    assert api.get(f"/operations/{op['id']}").json()["id"] == op["id"]

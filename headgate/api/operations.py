@@ -73,7 +73,7 @@ def bulk() -> flask.Response:
     return json_response(operation_json(op), 202)
 
 
-@bp.get("/operations/<op_id>")
+@bp.get("/operations/<segment:op_id>")
 def get_operation(op_id: str) -> flask.Response:
     op = store().get_operation(op_id)
     if op is None:

@@ -83,7 +83,7 @@ def quarantine() -> flask.Response:
     return json_response(store().quarantine_list())
 
 
-@bp.delete("/quarantine/<fingerprint>")
+@bp.delete("/quarantine/<segment:fingerprint>")
 def quarantine_release(fingerprint: str) -> flask.Response:
     released = store().quarantine_release(fingerprint)
     return no_content({"x-released-jobs": str(released)})
