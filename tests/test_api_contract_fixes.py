@@ -121,3 +121,26 @@ def test_an_operation_id_with_an_encoded_slash(api: Api) -> None:
     op = api.post("/jobs/bulk", json={"action": "cancel", "selector": {"queue": "q"},
                                       "dry_run": True}).json()
     assert api.get(f"/operations/{op['id']}").json()["id"] == op["id"]
+
+
+# -- q priority: what parse::<i32>() takes ---------------------------------------------
+
+@pytest.mark.parametrize("value", [
+    "1_0", "\u0661", "\uff11", "+-1", "--1", "+", "-", "0x1", "1.0", "1e3",
+    "2147483648", "-2147483649", "9" * 5000,
+])
+def test_a_priority_the_seed_refuses(api: Api, value: str) -> None:
+    r = api.get("/jobs", params={"q": f"kind:k priority:{value}"})
+    assert (r.status_code, r.json()) == (400, {"error": f"priority `{value}` is not a number"})
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("+5", 5), ("007", 7), ("-0", 0), ("2147483647", 2147483647),
+    ("-2147483648", -2147483648), ("0" * 5000 + "7", 7),
+])
+def test_a_priority_the_seed_takes(api: Api, value: str, expected: int) -> None:
+    for priority in (expected, 1):
+        api.enqueue(priority=priority, id=f"p{priority}")
+    r = api.get("/jobs", params={"q": f"priority:{value}"})
+    assert r.status_code == 200, r.text
+    assert [j["priority"] for j in r.json()["jobs"]] == [expected]

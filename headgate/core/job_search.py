@@ -5,6 +5,8 @@ kind by prefix."""
 
 from __future__ import annotations
 
+import re
+
 from .errors import InvalidInput
 from .job import JobFilter
 
@@ -13,6 +15,10 @@ TEXT_FIELDS = {
     "id": "id", "queue": "queue", "state": "state", "kind": "kind",
     "partition": "partition_key", "rate_class": "rate_class", "fingerprint": "fingerprint",
 }
+
+# Not \d: that matches any script's digits.
+PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+")
+I32_DIGITS = 10
 
 
 def parse_search(q: str, f: JobFilter) -> None:
@@ -34,13 +40,17 @@ def parse_search(q: str, f: JobFilter) -> None:
 
 
 def _priority(value: str) -> int:
-    """A plain 32-bit integer (a larger one overflowed SQLite: a 500)."""
-    try:
-        if not value.strip() or value != value.strip():
-            raise ValueError
-        priority = int(value)
-    except ValueError:
-        raise InvalidInput(f"priority `{value}` is not a number") from None
-    if not -(2**31) <= priority < 2**31:
+    """What the seed's `parse::<i32>()` takes: an optional sign, ASCII digits, 32 bits.
+
+    Python's int() also takes `1_0`, surrounding space and any script's digits, which
+    would let a search through that the seed refuses (and a larger number overflowed
+    SQLite: a 500).
+    """
+    if not PLAIN_INTEGER.fullmatch(value):
         raise InvalidInput(f"priority `{value}` is not a number")
-    return priority
+    # Leading zeros are fine, and int() refuses a string over 4300 digits: drop them.
+    sign = "-" if value.startswith("-") else ""
+    digits = value.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > I32_DIGITS or not -(2**31) <= int(sign + digits) < 2**31:
+        raise InvalidInput(f"priority `{value}` is not a number")
+    return int(sign + digits)
