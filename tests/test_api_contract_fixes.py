@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from headgate.api import idempotency
 from headgate.api.jobs import STATIC_JOB_PATHS
 from headgate.web.segments import Segment
 
@@ -144,3 +145,53 @@ def test_a_priority_the_seed_takes(api: Api, value: str, expected: int) -> None:
     r = api.get("/jobs", params={"q": f"priority:{value}"})
     assert r.status_code == 200, r.text
     assert [j["priority"] for j in r.json()["jobs"]] == [expected]
+
+
+# -- empty answers carry no Content-Type -----------------------------------------------
+
+def assert_bare(r: object, status: int) -> None:
+    assert (r.status_code, r.content) == (status, b""), r.text  # type: ignore[attr-defined]
+    assert "Content-Type" not in r.headers, r.headers  # type: ignore[attr-defined]
+
+
+def test_empty_answers_have_no_content_type(api: Api, quarantine) -> None:
+    calls = [
+        ("PUT", "/queues/q", {"weight": 2}, 200),
+        ("PUT", "/queues/q/enqueue-limit", {"max_unfinished_jobs": 5}, 200),
+        ("PUT", "/rate-classes/r", {"limit": 5, "window_ms": 1000}, 200),
+        ("PUT", "/concurrency-limits/c",
+         {"queue": "q", "max_concurrent": 1, "on_saturated": "queue"}, 200),
+        ("PUT", "/periodic/p", {"kind": "k", "spec": "0 3 * * *"}, 200),
+        ("POST", "/queues/q/pause", None, 204),
+        ("DELETE", "/queues/q/enqueue-limit", None, 204),
+        ("DELETE", "/periodic/p", None, 204),
+    ]
+    for method, path, body, status in calls:
+        first = api.request(method, path, json=body, key=f"k-{path}")
+        assert_bare(first, status)
+        replay = api.request(method, path, json=body, key=f"k-{path}")
+        assert replay.headers["Idempotent-Replayed"] == "true"
+        assert_bare(replay, status)
+    job_id = api.enqueue()
+    assert_bare(api.delete(f"/jobs/{job_id}"), 204)
+    fp = quarantine(api.store, "crashy", b"boom")
+    r = api.delete(f"/quarantine/{fp}")
+    assert_bare(r, 204)
+    assert r.headers["x-released-jobs"] == "1"
+
+
+def test_a_stored_empty_answer_replays_without_its_old_content_type(api: Api) -> None:
+    """A key stored before empty answers went bare holds `text/html`; its replay
+    must not bring that back."""
+    body = b'{"weight": 2}'
+    headers = {"Content-Type": "application/json", "Idempotency-Key": "old"}
+    with api.app.test_request_context("/api/v1/queues/q", method="PUT", data=body,
+                                      headers=headers):
+        scope = idempotency.scope_key("old")
+        assert api.store.idempotency_begin(scope, idempotency.request_hash()) is None
+    api.store.idempotency_complete(scope, 200, {"Content-Type": "text/html; charset=utf-8"},
+                                   b"")
+    r = api.put("/queues/q", data=body, headers=headers)
+    assert r.headers["Idempotent-Replayed"] == "true"
+    assert_bare(r, 200)
+    assert api.get("/queues").json() == []  # replayed, not run

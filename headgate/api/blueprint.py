@@ -62,8 +62,15 @@ def _store_error(exc: HeadgateError) -> flask.Response:
 bp.register_error_handler(Exception, handle_unexpected)
 
 
+def bare(resp: flask.Response) -> flask.Response:
+    """Drop the Content-Type Werkzeug gives every response: the seed's empty answers
+    carry none, and `text/html` would claim a body that is not there."""
+    del resp.headers["Content-Type"]
+    return resp
+
+
 def no_content(headers: dict[str, str] | None = None) -> flask.Response:
-    resp = flask.Response(status=204)
+    resp = bare(flask.Response(status=204))
     for key, value in (headers or {}).items():
         resp.headers[key] = value
     return resp
@@ -71,7 +78,7 @@ def no_content(headers: dict[str, str] | None = None) -> flask.Response:
 
 def empty_ok() -> flask.Response:
     """The seed's bare `StatusCode::OK` (PUT routes): 200 with an empty body."""
-    return flask.Response(b"", status=200)
+    return bare(flask.Response(b"", status=200))
 
 
 def json_response(body: Any, status: int = 200) -> flask.Response:

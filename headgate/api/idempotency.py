@@ -95,6 +95,11 @@ def replay(record: dict) -> flask.Response:
             doc["replayed"] = True
             body = (flask.json.dumps(doc) + "\n").encode()
     resp = flask.Response(body, status=status)
+    # The stored Content-Type only, never Werkzeug's default; and none on an empty body
+    # (a key stored before empty answers went bare may still say `text/html`).
+    del resp.headers["Content-Type"]
+    if not body:
+        headers.pop("Content-Type", None)
     for name, value in headers.items():
         resp.headers[name] = value
     resp.headers["Idempotent-Replayed"] = "true"
