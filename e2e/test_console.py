@@ -350,6 +350,8 @@ def test_with_api_tokens_the_console_asks_for_a_sign_in(e2e_db: Any, page: Any,
         page.goto(srv.base + "/queues/billing")
         expect(page).to_have_url(re.compile(r"/signin\?next="))
         shot(page, "sign-in")
+        # No live socket signed out (/live would refuse it), so no "reconnecting…".
+        expect(page.locator("#live-banner")).to_have_count(0)
         page.locator("#token").fill("wrong")
         page.get_by_role("button", name="Sign in").click()
         expect(page.locator("p.error")).to_contain_text("not accepted")
@@ -365,6 +367,14 @@ def test_with_api_tokens_the_console_asks_for_a_sign_in(e2e_db: Any, page: Any,
         assert next(q for q in stats if q["queue"] == "billing")["paused"] is True
         page.get_by_role("button", name="Resume queue").click()
         expect(page.locator("#flash")).to_contain_text("Queue resumed")
+        # Pausing a schedule reads it from the API first: as this session, too.
+        page.goto(srv.base + "/periodic")
+        row = page.locator("#periodic-rows tr", has_text="nightly-report")
+        row.get_by_role("button", name="Pause").click()
+        expect(page.locator("#flash")).to_contain_text("Schedule paused")
+        row = page.locator("#periodic-rows tr", has_text="nightly-report")
+        row.get_by_role("button", name="Resume").click()
+        expect(page.locator("#flash")).to_contain_text("Schedule resumed")
     finally:
         page.goto("about:blank")
         stop_server(srv)

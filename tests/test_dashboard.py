@@ -354,6 +354,21 @@ def test_sign_in_with_a_token_then_the_console_session_acts_on_the_api(
     assert next(q for q in store.queue_stats() if q["queue"] == "q1")["paused"]
 
 
+def test_the_sign_in_page_opens_no_live_socket(store: Any, db: str) -> None:
+    """/live refuses a signed-out page, so a socket there would only ever show
+    "reconnecting…" and the disconnected banner."""
+    client = make_client(store, db, api_tokens=("sekrit-token",))
+    page = text_of(client.get("/signin"))
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    refused = text_of(client.post("/signin", data={"token": "nope", "csrf": csrf}))
+    for body in (page, refused):
+        assert "ws-connect=" not in body
+        assert 'id="live-banner"' not in body and 'id="live-pill"' not in body
+    client.post("/signin", data={"token": "sekrit-token", "csrf": csrf})
+    body = text_of(client.get("/"))
+    assert 'ws-connect="/live?page=overview"' in body and 'id="live-banner"' in body
+
+
 # -- words -------------------------------------------------------------------------------------
 
 def test_durations_read_like_a_person_says_them() -> None:
@@ -465,6 +480,46 @@ def test_live_fragments_render_out_of_band_for_every_topic(client: Any, store: A
             assert re.match(r'\s*<(tr|tbody|section|nav|div)\s+id="', html), topic
     with client.application.test_request_context("/live"):
         assert "deleted" in live.render_topic("job:gone-id", None)
+
+
+def test_cluster_links_only_queues_that_have_a_page(store: Any, client: Any) -> None:
+    headgate.Client(store).enqueue("k", b"", queue="real q")
+    store.heartbeat({"worker_id": "w", "queues": ["real q", "config only"], "concurrency": 1})
+    body = text_of(client.get("/cluster"))
+    links = [html.unescape(h) for h in re.findall(r'href="(/queues/[^"]*)"', body)]
+    assert links == ["/queues/real%20q"]
+    assert client.get(links[0]).status_code == 200
+    assert re.search(r'<th scope="row">config only <span', body)
+
+
+@pytest.mark.parametrize("url,topic", [("/", "queues"), ("/rate-classes", "rate_classes")])
+def test_an_empty_page_subscribes_to_the_rows_it_will_show(store: Any, db: str, url: str,
+                                                           topic: str) -> None:
+    """The first queue or rate class appears on a page opened while there were none."""
+    from simple_websocket import Client as WsClient
+    from werkzeug.serving import make_server
+
+    app = create_app(store, config=Settings(sqlite_path=db), background=False)
+    body = text_of(app.test_client().get(url))
+    topics = sorted(set(re.findall(r'data-topic="([^"]*)"', body)))
+    assert topic in topics
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        ws = WsClient.connect(f"ws://127.0.0.1:{server.server_port}/live?page=x")
+        ws.send(json.dumps({"topics": topics, "query": ""}))
+        time.sleep(0.3)
+        store.upsert_rate_class("first class", 5, 1000)
+        headgate.Client(store).enqueue("k", b"", queue="first queue", rate_class="first class")
+        name = "first queue" if topic == "queues" else "first class"
+        deadline = time.monotonic() + 5
+        got = ""
+        while time.monotonic() < deadline and name not in got:
+            got = ws.receive(timeout=1) or ""
+        ws.close()
+    finally:
+        server.shutdown()
+    assert f'data-topic="{topic}" hx-swap-oob="true"' in got and name in got
 
 
 def test_live_messages_keep_table_rows_parseable() -> None:

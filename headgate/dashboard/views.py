@@ -111,6 +111,7 @@ def _template_context() -> dict[str, Any]:
         "ro_reason": READ_ONLY_TOKEN_REASON if token_ro and not s.read_only
         else READ_ONLY_REASON,
         "tokens_required": auth.tokens_required(s),
+        "signed_in": auth.signed_in,  # called by the layout only, not by every fragment
         "csrf": auth.csrf_token(),
         "api_base": api_base(),
         "nav": NAV,
@@ -407,7 +408,8 @@ def cluster_summary(live: list[dict[str, Any]], every: list[dict[str, Any]],
         "inflight_total": inflight,
         "utilization": inflight / capacity if capacity else 0.0,
         "empty_poll_ratio": empty / polls if polls else 0.0,
-        "queues": [{"queue": q, "live_workers": n, "unfinished": backlog.get(q, 0)}
+        # None: only a worker's configuration names the queue; it has no page (yet).
+        "queues": [{"queue": q, "live_workers": n, "unfinished": backlog.get(q)}
                    for q, n in sorted(per_queue.items())],
     }
 
