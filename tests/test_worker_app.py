@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from headgate import Job, JsonDecoder, RateLimited, Retry, Revoke, Skip, Snooze, Store, Worker
+from headgate.core import InvalidInput
 from headgate.worker import JobContext
 
 
@@ -112,6 +113,16 @@ def isolated_chatty(job: Job, ctx: JobContext) -> None:
         time.sleep(0.003)
 
 
+def oversized_progress(job: Job, ctx: JobContext) -> None:
+    """Reports what a 600-byte progress message did: raised, or silently accepted."""
+    try:
+        ctx.progress(1, 2, "x" * 600)
+    except InvalidInput as exc:
+        ctx.set_result(str(exc).encode())
+        return
+    ctx.set_result(b"accepted")
+
+
 def register_all(worker: Worker) -> Worker:
     worker.register("ok", ok)
     worker.register("fail-once", fail_once)
@@ -129,6 +140,8 @@ def register_all(worker: Worker) -> Worker:
     worker.register("isolated-crash", isolated_crash, isolated=True)
     worker.register("isolated-hang", isolated_hang, isolated=True)
     worker.register("isolated-chatty", isolated_chatty, isolated=True)
+    worker.register("oversized-progress", oversized_progress)
+    worker.register("isolated-oversized-progress", oversized_progress, isolated=True)
     return worker
 
 

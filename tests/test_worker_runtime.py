@@ -269,6 +269,19 @@ def test_isolated_child_that_logs_without_pause_is_still_killed_after_the_grace(
     assert store.get_job(job_id).errors[-1]["error"] == "timed out after 300 ms"
 
 
+def test_an_oversized_progress_message_raises_in_the_handler_in_either_mode(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    client = headgate.Client(store)
+    jobs = [client.enqueue(kind, b"")
+            for kind in ("oversized-progress", "isolated-oversized-progress")]
+    make_worker().start()
+    for job_id in jobs:
+        wait_for(lambda j=job_id: state_of(store, j) is State.COMPLETED, 30, "the report")
+        assert store.get_result(job_id).bytes == b"progress message must be at most 512 bytes"
+        assert store.get_progress(job_id) is None
+
+
 # -- operator signals and cancellation ------------------------------------------------------
 
 def test_quiet_stops_admission_in_flight_finishes_resume_restarts_terminate_stops(

@@ -184,11 +184,7 @@ class JobContext:
 
     # -- reports ------------------------------------------------------------------
     def progress(self, current: int, total: int, message: str | None = None) -> bool:
-        for name, value in (("current", current), ("total", total)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidInput(f"progress {name} must be an integer >= 0")
-        if message is not None and len(message.encode()) > MAX_PROGRESS_MESSAGE:
-            raise InvalidInput(f"progress message must be at most {MAX_PROGRESS_MESSAGE} bytes")
+        check_progress(current, total, message)
         return self._write("progress", lambda: self.store.report_progress(
             self.claim, current, total, message))
 
@@ -215,6 +211,16 @@ class JobContext:
         except StoreUnavailable as exc:
             log.warning("job %s: %s not written, store unavailable: %s", self.job.id, what, exc)
             return False
+
+
+def check_progress(current: Any, total: Any, message: Any) -> None:
+    """Checked where the handler calls, in either mode, so a bad report raises in the
+    handler rather than vanishing in an isolated child's pipe."""
+    for name, value in (("current", current), ("total", total)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidInput(f"progress {name} must be an integer >= 0")
+    if message is not None and len(message.encode()) > MAX_PROGRESS_MESSAGE:
+        raise InvalidInput(f"progress message must be at most {MAX_PROGRESS_MESSAGE} bytes")
 
 
 def _blob(what: str, data: Any, schema_version: int) -> bytes:

@@ -31,7 +31,7 @@ from typing import Any
 
 from headgate.core import Job, Outcome
 
-from .context import MAX_LOG_LINE, JobContext, LogCapture, _blob
+from .context import MAX_LOG_LINE, JobContext, LogCapture, _blob, check_progress
 from .execution import Decision, error_text, from_exception, from_value
 from .outcomes import JobOutcome
 
@@ -125,6 +125,7 @@ class ChildContext:
             self._conn.send(message)
 
     def progress(self, current: int, total: int, message: str | None = None) -> bool:
+        check_progress(current, total, message)
         self._send(("progress", current, total, message))
         return True
 
