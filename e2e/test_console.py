@@ -453,3 +453,38 @@ def test_pausing_a_schedule_changes_only_paused(server: Server, page: Any) -> No
     assert resumed["paused"] is False
     assert base64.b64decode(resumed["payload"]) == SCHEDULE_PAYLOADS["e2e-binary"]
     assert resumed["retention_ms"] == 123_456
+
+
+def test_a_schedule_pause_survives_its_row_being_replaced_while_it_reads(
+        server: Server, page: Any) -> None:
+    """The click reads the schedule before it writes; a live update replacing the row
+    meanwhile (as the socket's first push can) must not swallow the click."""
+    put_schedule(server, "e2e-swap", SCHEDULE_PAYLOADS["e2e-compact"])
+    page.goto(server.base + "/periodic")
+    live(page)
+    held: list[Any] = []
+    reads = re.compile(r"/api/v1/periodic\?include_payload=true$")
+
+    def hold(route: Any) -> None:
+        held.append(route)
+
+    page.route(reads, hold)
+    page.locator("#periodic-rows tr", has_text="e2e-swap").get_by_role(
+        "button", name="Pause").click()
+    for _ in range(100):
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "the click did not read the schedule"
+    # What a live push does: the row's markup again, as new elements (the server's
+    # markup, so without the disabled state of the button that is reading).
+    page.evaluate("""() => {
+        const row = [...document.querySelectorAll('#periodic-rows tr')]
+            .find(tr => tr.textContent.includes('e2e-swap'));
+        row.outerHTML = row.outerHTML.replace(' disabled=""', '');
+        htmx.process(document.getElementById('periodic-rows'));
+    }""")
+    held[0].continue_()
+    expect(page.locator("#flash")).to_contain_text("Schedule paused")
+    assert stored_schedule(server, "e2e-swap")["paused"] is True
+    page.unroute(reads, hold)

@@ -87,6 +87,7 @@
       var body = {};
       if (elt._hgBody) {
         body = elt._hgBody; // read from the API at click time (a schedule's pause/resume)
+        elt._hgBody = null; // once: a later click reads the schedule again
       } else {
         try { body = JSON.parse(elt.getAttribute("data-body") || "{}"); } catch (e) { body = {}; }
       }
@@ -271,6 +272,7 @@
     var elt = evt.detail.elt;
     var id = elt.getAttribute && elt.getAttribute("data-schedule-toggle");
     if (id === null || id === undefined) return;
+    if (elt._hgBody) return; // read already (see below): let htmx send it
     evt.preventDefault();
     if (elt._hgReading) return; // a second click while the first is still reading
     elt._hgReading = true;
@@ -279,10 +281,24 @@
       var body = {};
       Object.keys(sched).forEach(function (k) { if (k !== "id") body[k] = sched[k]; });
       body.paused = elt.getAttribute("data-paused") === "true";
-      elt._hgBody = body;
       elt._hgReading = false;
       elt.disabled = false;
-      evt.detail.issueRequest(true);
+      if (document.body.contains(elt)) {
+        elt._hgBody = body;
+        evt.detail.issueRequest(true);
+        return;
+      }
+      // A live update replaced the row while the schedule was read (htmx drops a
+      // request whose element left the page): click its successor, if it still
+      // offers the same change.
+      var next = document.querySelector('[data-schedule-toggle="' + CSS.escape(id) +
+        '"][data-paused="' + elt.getAttribute("data-paused") + '"]');
+      if (!next) {
+        flash("The schedule changed meanwhile; nothing was changed.", "error");
+        return;
+      }
+      next._hgBody = body;
+      next.click();
     }, function (err) {
       elt._hgReading = false;
       elt.disabled = false;
