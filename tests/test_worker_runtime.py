@@ -544,6 +544,38 @@ def test_a_locked_database_makes_the_worker_back_off_and_continue(
         impatient.close()
 
 
+def test_an_ack_held_back_past_its_lease_is_still_written_when_the_store_returns(
+    store_url: str, backend: str
+) -> None:
+    """The store takes an ack whose lease ran out as long as nobody reclaimed the job:
+    an outage longer than a lease must not turn finished work into a re-run."""
+    if backend != "sqlite":
+        pytest.skip("takes SQLite's write lock")
+    import sqlite3
+
+    impatient = headgate.open_store(store_url, busy_timeout_ms=50)
+    gate = Gate()
+    worker = Worker(impatient, concurrency=1, **{**FAST, "lease_ms": 600})
+    worker.register("gate", gate)
+    job_id = headgate.Client(impatient).enqueue("gate", b"")
+    worker.start()
+    try:
+        wait_for(lambda: gate.started, 10, "the job to start")
+        lock = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        gate.open.set()  # it finishes while nothing can be written
+        time.sleep(1.5)  # well past its 600 ms lease
+        lock.execute("COMMIT")
+        lock.close()
+        wait_for(lambda: state_of(impatient, job_id) is State.COMPLETED, 10, "the ack")
+        job = impatient.get_job(job_id)
+        assert (job.attempt, job.crash_attempt, job.fence) == (0, 0, 1)
+        assert gate.started == [job_id]  # ran once
+    finally:
+        worker.stop(drain_ms=0, timeout=15)
+        impatient.close()
+
+
 def test_captured_log_lines_are_bounded_and_kept_with_the_failed_attempt(
     store: Store, make_worker: Callable[..., Worker]
 ) -> None:

@@ -8,8 +8,10 @@ batch themselves under load (whatever finished while the previous transaction ra
 into the next), and no two of our own threads queue for SQLite's write lock.
 
 While acks cannot be written (store unavailable) they stay queued and the dispatcher
-admits nothing; acks older than a lease are given up, since that lease has run out and
-the reclaimer recovers the job.
+admits nothing, so at most ``concurrency`` wait. They are kept however long the outage
+lasts: the store still takes an ack whose lease ran out as long as nobody reclaimed the
+job (and refuses it by the fence otherwise), so giving up early would only turn finished
+work into a re-run and a charged crash. Only a halting worker drops them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from .execution import Decision
 
 log = logging.getLogger("headgate.worker")
 
-Queued = tuple[Attempt, Decision, float]  # ...and when it was queued (monotonic)
+Queued = tuple[Attempt, Decision]
 
 
 class AckQueue:
@@ -65,7 +67,7 @@ class AckQueue:
             decision.logs = attempt.capture.lines()
         attempt.acking = True
         with self._lock:
-            self._queue.append((attempt, decision, time.monotonic()))
+            self._queue.append((attempt, decision))
         self.on_queued()
         return True
 
@@ -84,7 +86,7 @@ class AckQueue:
         return [
             AckRequest(a.claim, d.outcome.value, d.error, d.delay_ms, d.result,
                        d.result_schema_version, tuple(d.logs))
-            for a, d, _ in batch
+            for a, d in batch
         ]
 
     def write(self, batch: list[Queued]) -> bool:
@@ -94,7 +96,7 @@ class AckQueue:
             return True
         ack_many = getattr(self.store, "ack_many", None)
         if ack_many is None:
-            for attempt, decision, _ in batch:
+            for attempt, decision in batch:
                 self._ack_one(attempt, decision)
             return True
         try:
@@ -104,7 +106,7 @@ class AckQueue:
             return False
         except Exception as exc:  # noqa: BLE001 - e.g. one invalid outcome: isolate it
             log.warning("batch ack failed (%s); acking one by one", exc)
-            for attempt, decision, _ in batch:
+            for attempt, decision in batch:
                 self._ack_one(attempt, decision)
             return True
         self.settle(batch, lost)
@@ -114,7 +116,7 @@ class AckQueue:
         """The batch is written; ``lost`` names the jobs whose lease was gone, so their
         outcome was discarded by the store."""
         gone = set(lost)
-        for attempt, decision, _ in batch:
+        for attempt, decision in batch:
             if attempt.job.id in gone:
                 attempt.gate.close("lease lost")
                 log.info("job %s %s: lease lost before the ack; outcome %s discarded",
@@ -131,22 +133,18 @@ class AckQueue:
         self.give_up()
 
     def give_up(self) -> bool:
-        """Drop queued acks older than a lease (the reclaimer has them by now), and all
-        of them once the worker is halting; True while some are still worth retrying."""
-        now = time.monotonic()
-        halting = self.halted.is_set()
-        keep: list[Queued] = []
-        dropped: list[Queued] = []
+        """Drop the queued acks once the worker is halting; True while some are still
+        worth retrying."""
+        if not self.halted.is_set():
+            with self._lock:
+                return bool(self._queue)
         with self._lock:
-            for item in self._queue:
-                fresh = now - item[2] < self.lease_ms / 1000
-                (keep if fresh and not halting else dropped).append(item)
-            self._queue = collections.deque(keep)
-        for attempt, _, _ in dropped:
+            dropped, self._queue = list(self._queue), collections.deque()
+        for attempt, _ in dropped:
             log.error("job %s: ack could not be written; the lease will expire and the "
                       "reclaimer will retry it", attempt.job.id)
             self.inflight.done_with(attempt)
-        return bool(keep)
+        return False
 
     def _ack_one(self, attempt: Attempt, decision: Decision) -> None:
         job = attempt.job
