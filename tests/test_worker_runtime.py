@@ -576,6 +576,39 @@ def test_an_ack_held_back_past_its_lease_is_still_written_when_the_store_returns
         impatient.close()
 
 
+def test_an_emergency_stop_writes_the_acks_already_decided(
+    store_url: str, backend: str
+) -> None:
+    """A second SIGTERM releases what still runs; a job that already finished (its ack
+    waiting for the store) is recorded, not left to expire and run again."""
+    if backend != "sqlite":
+        pytest.skip("takes SQLite's write lock")
+    import sqlite3
+
+    impatient = headgate.open_store(store_url, busy_timeout_ms=50)
+    gate = Gate()
+    worker = Worker(impatient, concurrency=2, **FAST)
+    worker.register("gate", gate)
+    client = headgate.Client(impatient)
+    finished = client.enqueue("gate", b"")
+    worker.start()
+    try:
+        wait_for(lambda: gate.started, 10, "the job to start")
+        lock = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        gate.open.set()  # it finishes; its ack is refused, and retried ever more slowly
+        time.sleep(2.0)  # the dispatcher's next retry is ~0.5 s or more away
+        lock.execute("COMMIT")
+        lock.close()
+        worker.abort()
+        job = impatient.get_job(finished)
+        assert job.state is State.COMPLETED, job.state
+        assert (job.attempt, job.crash_attempt) == (0, 0)
+    finally:
+        worker.stop(drain_ms=0, timeout=15)
+        impatient.close()
+
+
 def test_captured_log_lines_are_bounded_and_kept_with_the_failed_attempt(
     store: Store, make_worker: Callable[..., Worker]
 ) -> None:

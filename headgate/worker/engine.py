@@ -175,19 +175,20 @@ class Engine:
         return control.exit_code
 
     def abort(self) -> int:
-        """Release every unsettled claim now and kill isolated children; returns how
-        many claims were released."""
+        """Write the acks already decided, release every unsettled claim now and kill
+        isolated children; returns how many claims were released."""
         for attempt in self.inflight.all():
             if attempt.process is not None and attempt.process.is_alive():
                 attempt.process.kill()
         # On a thread of its own: this may run in a signal handler that interrupted the
         # main thread in the middle of one of its own store transactions.
         result: list[int] = []
-        helper = threading.Thread(
-            target=lambda: result.append(
-                self.keeper.release(self.inflight.unsettled(), retry_for_s=2.0)),
-            name="headgate-abort", daemon=True,
-        )
+
+        def finish_now() -> None:
+            self.acks.write(self.acks.take())  # finished work is not re-run
+            result.append(self.keeper.release(self.inflight.unsettled(), retry_for_s=2.0))
+
+        helper = threading.Thread(target=finish_now, name="headgate-abort", daemon=True)
         helper.start()
         helper.join(timeout=3.0)
         return result[0] if result else 0
