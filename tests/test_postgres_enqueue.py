@@ -291,3 +291,38 @@ def test_producers_and_a_worker_share_a_queue_without_deadlock(pg_url: str) -> N
             t.join()
         for s in stores:
             s.close()
+
+
+def test_a_replace_never_rewrites_a_holder_an_admit_is_starting(pg_url: str,
+                                                                store: Store) -> None:
+    """Unique keys are not tied to a queue, so the queue lock of a conflicting enqueue
+    does not order it against an admit of the holder's queue; the holder's row lock
+    does. The admit commits first here: the replace must then see a running holder."""
+    from headgate import Duplicate
+    from headgate.adapters.postgres import admission
+    from headgate.adapters.postgres.connection import PgConnection
+
+    client = Client(store)
+    holder = client.enqueue("k", b"original", queue="qa", unique_key=b"u", priority=1)
+    outcome: list[object] = []
+
+    def conflicting_enqueue() -> None:
+        try:
+            client.enqueue("k", b"REPLACED", queue="qb", unique_key=b"u",
+                           unique_replace=15, priority=9)
+        except Duplicate as exc:
+            outcome.append(exc)
+
+    with psycopg.connect(pg_url) as raw:  # one transaction, committed below
+        _, claims = admission.admit(PgConnection(raw), "w", ["qa"], 1, 30_000, None)
+        assert [c.job.id for c in claims] == [holder]
+        producer = threading.Thread(target=conflicting_enqueue)
+        producer.start()
+        producer.join(0.5)  # it reaches the holder's row and waits for this admit
+        raw.commit()
+    producer.join(10)
+    (dup,) = outcome
+    assert isinstance(dup, Duplicate) and dup.existing_id == holder and not dup.replaced
+    job = store.get_job(holder, include_payload=True)
+    assert job is not None and job.state is State.RUNNING
+    assert (job.payload, job.priority) == (b"original", 1)

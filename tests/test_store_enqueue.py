@@ -169,7 +169,8 @@ def test_unique_exclude_kind_shares_the_key_across_kinds(store: Store,
 
 
 def test_duplicate_within_one_batch_writes_nothing(store: Store, client: Client) -> None:
-    with pytest.raises(Duplicate):
+    # Not a Duplicate: that would name an "existing" job the rollback never stored.
+    with pytest.raises(InvalidInput, match="same unique key twice"):
         client.enqueue_many([Envelope(kind="k", payload=b"1", unique_key=b"u"),
                              Envelope(kind="k", payload=b"2", unique_key=b"u")])
     assert total(store) == 0
@@ -225,6 +226,45 @@ def test_replace_all_bits_at_once(store: Store, client: Client) -> None:
     job = get(store, holder, payload=True)
     assert (job.payload, job.scheduled_at_ms, job.priority, job.max_attempts) == (
         b"new", now + 90_000, 5, 2)
+
+
+def retryable_holder(store: Store, client: Client) -> tuple[str, int]:
+    """A unique-key holder waiting out a retry delay; returns (id, its due time)."""
+    holder = client.enqueue("k", b"old", unique_key=b"u")
+    (claim,) = store.admit("w", [Q], capacity=1)
+    store.ack(claim, Outcome.RETRY, "flaky", delay_ms=1_000)
+    job = get(store, holder)
+    assert job.state is State.RETRYABLE
+    return holder, job.scheduled_at_ms
+
+
+def test_debounce_pushes_the_due_time_of_a_retryable_holder(store: Store,
+                                                            client: Client) -> None:
+    holder, due = retryable_holder(store, client)
+    before = store.now_ms()
+    with pytest.raises(Duplicate) as info:
+        client.enqueue("k", b"new", unique_key=b"u", unique_debounce_ms=5_000)
+    assert info.value.replaced is True
+    job = get(store, holder, payload=True)
+    assert job.payload == b"new" and job.state is State.RETRYABLE
+    assert job.scheduled_at_ms >= before + 5_000 > due
+
+
+def test_replace_bit_2_moves_a_retryable_holder(store: Store, client: Client) -> None:
+    holder, _ = retryable_holder(store, client)
+    later = store.now_ms() + 60_000
+    with pytest.raises(Duplicate) as info:
+        client.enqueue("k", b"old", unique_key=b"u", unique_replace=2, scheduled_at_ms=later)
+    assert info.value.replaced is True
+    job = get(store, holder)
+    assert (job.state, job.scheduled_at_ms) == (State.RETRYABLE, later)
+
+
+def test_schema_version_and_max_attempts_fit_32_bits_on_every_backend(client: Client) -> None:
+    for field in ("schema_version", "max_attempts"):
+        with pytest.raises(InvalidInput, match=f"{field} must be <= 2147483647"):
+            client.enqueue("k", b"", **{field: 2**31})
+        client.enqueue("k", b"", **{field: 2**31 - 1})
 
 
 def test_replace_leaves_a_running_holder_alone(store: Store, client: Client) -> None:
@@ -499,6 +539,42 @@ def test_circuit_breaker_opens_on_an_unavailable_store(tmp_path: Path) -> None:
     client.enqueue("k", b"after")  # trial succeeds: closed
     assert breaker.state == "closed"
     assert store.counts()["available"] == 2
+    store.close()
+
+
+def test_a_hook_failing_during_the_half_open_trial_leaves_the_next_call_its_trial(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "locked.db"
+    store = open_store(f"sqlite:///{path}", busy_timeout_ms=50)
+
+    class Hook:
+        boom = False
+
+        def before_insert(self, context: EnqueueContext, envs: Sequence[Envelope]) -> None:
+            if self.boom:
+                raise RuntimeError("hook failed")
+
+        def after_insert(self, *args: object) -> None:
+            pass
+
+    hook = Hook()
+    breaker = CircuitBreaker(failure_threshold=1, reset_after_ms=100)
+    client = Client(store, circuit_breaker=breaker, insert_hooks=[hook])
+    locker = sqlite3.connect(path, isolation_level=None, timeout=0)
+    locker.execute("BEGIN EXCLUSIVE")
+    with pytest.raises(StoreUnavailable):
+        client.enqueue("k", b"during")
+    locker.execute("ROLLBACK")
+    locker.close()
+    time.sleep(0.12)
+    assert breaker.state == "half_open"
+    hook.boom = True
+    with pytest.raises(RuntimeError, match="hook failed"):  # the trial never reached it
+        client.enqueue("k", b"trial")
+    hook.boom = False
+    client.enqueue("k", b"after")  # so this call is the trial, and it closes the circuit
+    assert breaker.state == "closed"
     store.close()
 
 

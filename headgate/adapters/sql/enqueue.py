@@ -58,7 +58,9 @@ UPSERT_UNIQUE = """
 INSERT INTO uniques (key, job_id, expires_at_ms) VALUES (?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, expires_at_ms = excluded.expires_at_ms
 """
-SELECT_HOLDER = "SELECT state FROM jobs WHERE id = ?"
+# Locked where rows lock (PostgreSQL): an admit must not start the holder between this
+# read and the replace (SQLite's writes are serial already).
+SELECT_HOLDER = "SELECT state FROM jobs WHERE id = ?{for_update}"
 # A single envelope's four lookups in one read: id taken, fingerprint quarantined, the
 # queue's enqueue limit, the queue row present.
 PROBE_ONE = """
@@ -137,13 +139,13 @@ def enqueue(conn: Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResu
         if hit:
             raise Quarantined(hit[0])
 
-    seen_keys: dict[bytes, str] = {}
+    seen_keys: set[bytes] = set()
     for env in fresh:
         key = effective_unique_key(env)
         if key is None:
             continue
-        if key in seen_keys:
-            raise Duplicate(seen_keys[key], False)
+        if key in seen_keys:  # the first of them is not stored: no existing id to name
+            raise InvalidInput("batch contains the same unique key twice")
         dup = _claim_unique(conn, now, env, key)
         if dup is not None:
             if len(envs) > 1:
@@ -151,7 +153,7 @@ def enqueue(conn: Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResu
             result.duplicate = dup
             result.ids = [dup.existing_id]
             return result
-        seen_keys[key] = env.id  # type: ignore[assignment]
+        seen_keys.add(key)
 
     _check_backpressure(conn, fresh)
     for queue in result.queues:
@@ -239,7 +241,8 @@ def _claim_unique(
     row = conn.execute(SELECT_UNIQUE, (key,)).fetchone()
     if row is not None:
         holder_id, expires = row
-        holder = conn.execute(SELECT_HOLDER, (holder_id,)).fetchone()
+        holder = conn.execute(SELECT_HOLDER.format(for_update=conn.dialect.for_update),
+                              (holder_id,)).fetchone()
         if expires is not None:
             held = now < expires
         else:
@@ -257,20 +260,23 @@ def _claim_unique(
 def _replace_holder(
     conn: Connection, now: int, env: Envelope, holder_id: str, state: State
 ) -> bool:
-    """Apply unique_replace bits or debounce to a holder that is not running."""
+    """Apply unique_replace bits or debounce to a holder that is not running. A due
+    time moves only where one is waited for (scheduled, retryable; bit 2 also pending):
+    an available job would need a transition §4 does not have."""
     if state is State.RUNNING or state in TERMINAL:
         return False
     sets: dict[str, object] = {}
     if env.unique_debounce_ms > 0:
         sets.update(payload=env.payload, fingerprint=env.fingerprint,
                     schema_version=env.schema_version, tags=json.dumps(list(env.tags)))
-        if state is State.SCHEDULED:
+        if state in (State.SCHEDULED, State.RETRYABLE):
             sets["scheduled_at_ms"] = now + env.unique_debounce_ms
     bits = env.unique_replace
     if bits & REPLACE_PAYLOAD:
         sets.update(payload=env.payload, fingerprint=env.fingerprint,
                     schema_version=env.schema_version, headers=json.dumps(env.headers))
-    if bits & REPLACE_SCHEDULED_AT and state in (State.SCHEDULED, State.PENDING):
+    if bits & REPLACE_SCHEDULED_AT and state in (State.SCHEDULED, State.RETRYABLE,
+                                                 State.PENDING):
         sets["scheduled_at_ms"] = env.scheduled_at_ms or now
     if bits & REPLACE_PRIORITY:
         sets["priority"] = env.priority
