@@ -92,6 +92,11 @@ class CircuitBreaker:
             waited = (now - (self._opened_at or now)) * 1000
             raise CircuitOpen(state, max(0, int(self.reset_after_ms - waited)))
 
+    def abandon_trial(self) -> None:
+        """The call let through never reached the store: the next one may try."""
+        with self._lock:
+            self._trial_running = False
+
     def record(self, ok: bool) -> None:
         with self._lock:
             self._trial_running = False
@@ -156,10 +161,16 @@ class Client:
         call: Next = insert
         for mw in reversed(middleware):
             call = _bind(mw, context, call)
-        if self.circuit_breaker is not None:
-            self.circuit_breaker.before_call()
-        for hook in hooks:
-            hook.before_insert(context, envs)
+        breaker = self.circuit_breaker
+        if breaker is not None:
+            breaker.before_call()
+        try:
+            for hook in hooks:
+                hook.before_insert(context, envs)
+        except BaseException:
+            if breaker is not None:
+                breaker.abandon_trial()
+            raise
         ids: list[str] | None = None
         error: BaseException | None = None
         try:
@@ -169,8 +180,8 @@ class Client:
             error = exc
             raise
         finally:
-            if self.circuit_breaker is not None:
-                self.circuit_breaker.record(not isinstance(error, StoreUnavailable))
+            if breaker is not None:
+                breaker.record(not isinstance(error, StoreUnavailable))
             for hook in hooks:
                 hook.after_insert(context, envs, ids, error)
 

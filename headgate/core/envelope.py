@@ -141,14 +141,14 @@ class Envelope:
             raise InvalidInput(f"payload must be at most {MAX_PAYLOAD} bytes")
         if self.id is not None:
             _text("id", self.id, 1, MAX_ID)
-        _int("schema_version", self.schema_version, 1)
+        _int("schema_version", self.schema_version, 1, INT32_MAX)  # 32-bit columns
         _text("queue", self.queue, 1, MAX_NAME)
         _int("priority", self.priority, INT32_MIN, INT32_MAX)
         _text("partition_key", self.partition_key, 0, MAX_NAME)
         _text("rate_class", self.rate_class, 0, MAX_NAME)
         _int("weight", self.weight, 1)
         _int("scheduled_at_ms", self.scheduled_at_ms, 0)
-        _int("max_attempts", self.max_attempts, 1)
+        _int("max_attempts", self.max_attempts, 1, INT32_MAX)
         if self.retention_ms is not None:
             _int("retention_ms", self.retention_ms, 0, MAX_DURATION_MS)
         if self.unique_key is not None:

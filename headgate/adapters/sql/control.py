@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from headgate.core import Claim, InvalidTransition, NotFound, State, transition
-from headgate.core.envelope import MAX_PAYLOAD, check_int, check_text
+from headgate.core.envelope import INT32_MAX, MAX_PAYLOAD, check_int, check_text
 from headgate.core.errors import InvalidInput
 
 from .admission import RateBucket
@@ -86,7 +86,7 @@ def edit_payload(
 ) -> str:
     if not isinstance(payload, bytes | bytearray) or len(payload) > MAX_PAYLOAD:
         raise InvalidInput(f"payload must be bytes of at most {MAX_PAYLOAD}")
-    check_int("schema_version", schema_version, 1)
+    check_int("schema_version", schema_version, 1, INT32_MAX)
     state, queue, *_ = _job_state(conn, job_id)
     if state == State.RUNNING.value:
         raise InvalidTransition("cannot edit the payload of a running job")
