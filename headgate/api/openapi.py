@@ -28,6 +28,8 @@ B64 = {"type": "string", "contentEncoding": "base64"}
 # Durations added to store time: at most 2^62 ms, so the sum stays a 64-bit integer.
 DURATION = {"type": "integer", "minimum": 0, "maximum": 2**62}
 POSITIVE_U32 = {**U32, "minimum": 1}
+# schema_version and max_attempts are 32-bit signed columns on PostgreSQL.
+VERSION = {**U32, "minimum": 1, "maximum": 2**31 - 1}
 
 
 def one_of(*values: str, null: bool = False) -> dict[str, Any]:
@@ -114,14 +116,14 @@ SCHEMAS: dict[str, Any] = {
                    ["jobs", "next_cursor", "count_is_approximate"]),
     "EnqueueRequest": obj({
         "kind": {**STR, "minLength": 1, "maxLength": 128, "description": "1..128 characters."},
-        "schema_version": nullable(U32), "payload": B64, "queue": nullable(STR),
+        "schema_version": nullable(VERSION), "payload": B64, "queue": nullable(STR),
         "priority": nullable(I32), "partition_key": nullable(STR), "rate_class": nullable(STR),
         "weight": nullable({**POSITIVE_U32, "description": "weight must be >= 1."}),
         "scheduled_at_ms": nullable({**I64, "minimum": 0}), "unique_key": nullable(B64),
         "unique_window_ms": nullable(DURATION), "unique_replace": nullable(U32),
         "unique_debounce_ms": nullable(DURATION), "unique_exclude_kind": BOOL,
         "tags": arr(STR), "pending": BOOL, "sticky_worker": STR,
-        "max_attempts": nullable(POSITIVE_U32), "retention_ms": nullable(DURATION),
+        "max_attempts": nullable(VERSION), "retention_ms": nullable(DURATION),
         "id": nullable(STR),
         "headers": {"type": "object", "additionalProperties": STR},
     }, ["kind", "payload"], desc=(
@@ -196,7 +198,7 @@ SCHEMAS: dict[str, Any] = {
                               "optionally prefixed `CRON_TZ=<zone>`."},
         "payload": nullable(B64), "queue": nullable(STR), "partition_key": nullable(STR),
         "rate_class": nullable(STR), "priority": nullable(I32),
-        "max_attempts": nullable(POSITIVE_U32), "retention_ms": nullable(DURATION),
+        "max_attempts": nullable(VERSION), "retention_ms": nullable(DURATION),
         "on_missed": one_of("skip", "run_once", "backfill", null=True),
         "backfill_limit": nullable(U32), "paused": BOOL,
     }, ["kind", "spec"]),
@@ -281,7 +283,7 @@ SCHEMAS: dict[str, Any] = {
     "SampleMemoryResult": obj({"sampled_queues": INT}, ["sampled_queues"]),
     "OperationAccepted": obj({"operation_id": STR}, ["operation_id"]),
     "RescheduleRequest": obj({"scheduled_at_ms": I64}, ["scheduled_at_ms"]),
-    "PayloadRequest": obj({"payload": B64, "schema_version": nullable(U32)}, ["payload"]),
+    "PayloadRequest": obj({"payload": B64, "schema_version": nullable(VERSION)}, ["payload"]),
 }
 
 
