@@ -56,6 +56,10 @@ def test_put_rejections(api: Api) -> None:
         ({"spec": "@every:1000"}, 422, "missing field `kind`"),
         ({"kind": "k", "spec": "@every:1000", "priority": "high"}, 422,
          "invalid request body"),
+        # Unicode digits: str.isdigit() took them and int() then raised (a 500).
+        ({"kind": "k", "spec": "*/² * * * *"}, 400,
+         "bad step '²' in minute field: must be an integer >= 1"),
+        ({"kind": "k", "spec": "0 0 1-² * *"}, 400, "bad value '²' in day-of-month field"),
     ):
         r = api.put("/periodic/s", json=body)
         assert (r.status_code, r.json()) == (status, {"error": error}), body

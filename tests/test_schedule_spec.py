@@ -244,11 +244,37 @@ def test_long_outage_is_cheap() -> None:
     ("@hourly", "unknown spec"),
     ("", "empty"),
     ("0 0 30 2 *", "never fires"),
+    # Unicode digits pass str.isdigit(); '²' then crashed int() (an HTTP 500), and '٣'
+    # or '١٠٠٠' were read as 3 and 1000.
+    ("*/² * * * *", "bad step '²'"),
+    ("² * * * *", "bad value '²'"),
+    ("0 0 1-² * *", "bad value '²'"),
+    ("٣ * * * *", "bad value '٣'"),
+    ("@every:١٠٠٠", "unknown spec"),
+    ("0 0 * * ſun", "bad value 'ſun'"),  # 'ſ'.upper() == 'S'
 ])
 def test_invalid_specs_name_the_problem(spec: str, words: str) -> None:
     with pytest.raises(InvalidInput, match=None) as info:
         validate(spec)
     assert words in str(info.value)
+
+
+@pytest.mark.parametrize(("spec", "after", "expected"), [
+    # Feb 1 on a Monday: 2027, then 2038 (11 years on).
+    ("0 0 */31 2 MON", "2027-02-01 00:00:00", ["2038-02-01 00:00:00", "2044-02-01 00:00:00"]),
+    # Feb 29 on a Sunday: 2032, then 2060 (28 years on).
+    ("0 0 29 2 */7", "2032-02-29 00:00:00", ["2060-02-29 00:00:00", "2088-02-29 00:00:00"]),
+])
+def test_sparse_specs_find_ticks_decades_apart(
+    spec: str, after: str, expected: list[str]
+) -> None:
+    """The search once gave up after 9 years: these raised "has no tick after"."""
+    want = [utc_ms(t) for t in expected]
+    assert chain(spec, utc_ms(after), 2) == want
+    assert ticks_between(spec, utc_ms("2020-01-01 00:00:00"), want[-1], 10)[-2:] == want
+    for t in want:
+        assert datetime.fromtimestamp(t / 1000, UTC).strftime("%a %d %b") in (
+            "Mon 01 Feb", "Sun 29 Feb")
 
 
 def test_valid_specs() -> None:

@@ -17,14 +17,18 @@ local time that does not exist (spring forward) never fires, and a local time th
 occurs twice (fall back) fires once, at its first occurrence. Every wall-clock time maps
 to at most one instant and that map is increasing, so the search walks local wall-clock
 time field by field (jumping whole months, days, hours, minutes) and converts each
-candidate back to an instant, never testing second by second.
+candidate back to an instant, never testing second by second. The days a month offers
+depend only on its length and the weekday of its 1st, so they are tabled at parse time
+and a month without one is skipped whole: a search across centuries stays cheap.
 
 Instants are integer milliseconds since the epoch; cron ticks fall on whole seconds.
 """
 
 from __future__ import annotations
 
+import calendar
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -35,16 +39,18 @@ from .errors import InvalidInput
 __all__ = ["next_after", "ticks_between", "validate"]
 
 MAX_EVERY_MS = 100 * 365 * 86_400_000
-# Feb 29 on a fixed weekday-free spec recurs within 8 years (2096 -> 2104); searching
-# longer than this means the expression cannot fire again.
-_SEARCH_YEARS = 9
+# The Gregorian calendar repeats every 400 years, so a day pattern that matches at all
+# matches within any 401 consecutive years (e.g. Feb 29 on a Sunday: 2032, then 2060).
+_SEARCH_YEARS = 401
 _MIN_YEAR, _MAX_YEAR = 1971, 9998
 
 _MONTHS = {m: i for i, m in enumerate(
     ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"), 1)}
 _DAYS = {d: i for i, d in enumerate(("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"))}
 _DAYS_IN_MONTH_MAX = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-_EVERY = re.compile(r"@every:(\d+)")
+_EVERY = re.compile(r"@every:([0-9]+)")
+# ASCII only: str.isdigit() and int() also take '²' or '١', which are not cron.
+_DIGITS = re.compile(r"[0-9]+")
 _ONE_SECOND = timedelta(seconds=1)
 
 
@@ -75,6 +81,12 @@ class _Cron:
     dom_star: bool
     dow_star: bool
     zone: ZoneInfo | None
+    # Matching days of a month, by _month_key(its length, weekday of its 1st).
+    month_days: tuple[tuple[int, ...], ...]
+
+    def days_of(self, year: int, month: int) -> tuple[int, ...]:
+        first, length = calendar.monthrange(year, month)
+        return self.month_days[_month_key(length, first)]
 
     def day_matches(self, day: datetime) -> bool:
         dom_ok = day.day in self.doms
@@ -134,25 +146,55 @@ def _parse(spec: str) -> _Cron | _Every:
             f"got {len(fields)}"
         )
     sec, minute, hour, dom, month, dow = fields
-    dows = _values(dow, _DOW)
+    doms = frozenset(_values(dom, _DOM))
+    dows = frozenset(d % 7 for d in _values(dow, _DOW))
+    dom_star, dow_star = dom.startswith("*"), dow.startswith("*")
     cron = _Cron(
         seconds=tuple(sorted(_values(sec, _SECOND))),
         minutes=tuple(sorted(_values(minute, _MINUTE))),
         hours=tuple(sorted(_values(hour, _HOUR))),
-        doms=frozenset(_values(dom, _DOM)),
+        doms=doms,
         months=tuple(sorted(_values(month, _MONTH))),
-        dows=frozenset(d % 7 for d in dows),
-        dom_star=dom.startswith("*"),
-        dow_star=dow.startswith("*"),
+        dows=dows,
+        dom_star=dom_star,
+        dow_star=dow_star,
         zone=zone,
+        month_days=_month_table(doms, dows, dom_star or dow_star),
     )
-    if cron.dow_star and not any(
-        d <= _DAYS_IN_MONTH_MAX[m - 1] for m in cron.months for d in cron.doms
+    # Every month length occurs with its 1st on every weekday within 400 years, so a
+    # spec whose months offer no day in any of those layouts can never fire.
+    if not any(
+        cron.month_days[_month_key(length, first)]
+        for m in cron.months for length in _LENGTHS[m - 1] for first in range(7)
     ):
         raise InvalidInput(
             f"cron spec never fires: day-of-month {dom!r} does not occur in month {month!r}"
         )
     return cron
+
+
+_LENGTHS = tuple((28, 29) if m == 2 else (_DAYS_IN_MONTH_MAX[m - 1],) for m in range(1, 13))
+
+
+def _month_key(length: int, first_weekday: int) -> int:
+    """Index into _Cron.month_days; `first_weekday` counts from Monday = 0."""
+    return (length - 28) * 7 + first_weekday
+
+
+def _month_table(
+    doms: frozenset[int], dows: frozenset[int], both: bool
+) -> tuple[tuple[int, ...], ...]:
+    table = []
+    for length in range(28, 32):
+        for first in range(7):
+            days = []
+            for day in range(1, length + 1):
+                dom_ok = day in doms
+                dow_ok = (first + day) % 7 in dows  # Sunday = 0
+                if (dom_ok and dow_ok) if both else (dom_ok or dow_ok):
+                    days.append(day)
+            table.append(tuple(days))
+    return tuple(table)
 
 
 def _zone(name: str) -> ZoneInfo:
@@ -172,7 +214,7 @@ def _values(text: str, field: _Field) -> set[int]:
         base, slash, step_text = part.partition("/")
         step = 1
         if slash:
-            if not step_text.isdigit() or int(step_text) < 1:
+            if not _DIGITS.fullmatch(step_text) or int(step_text) < 1:
                 raise InvalidInput(
                     f"bad step {step_text!r} in {field.name} field: must be an integer >= 1"
                 )
@@ -198,9 +240,9 @@ def _values(text: str, field: _Field) -> set[int]:
 
 
 def _number(text: str, field: _Field) -> int:
-    if field.names and text.upper() in field.names:
+    if field.names and text.isascii() and text.upper() in field.names:
         return field.names[text.upper()]
-    if not text.isdigit():
+    if not _DIGITS.fullmatch(text):
         raise InvalidInput(f"bad value {text!r} in {field.name} field")
     value = int(text)
     if not field.low <= value <= field.high:
@@ -237,10 +279,10 @@ def ticks_between(spec: str, after_ms: int, until_ms: int, limit: int) -> list[i
         first = max(after_ms // step + 1, last // step - limit + 1) * step
         return list(range(first, last + 1, step))
     out: list[int] = []
-    tick = _cron_prev(rule, until_ms)
+    tick = _cron_prev(rule, until_ms, after_ms)
     while tick is not None and tick > after_ms and len(out) < limit:
         out.append(tick)
-        tick = _cron_prev(rule, tick - 1)
+        tick = _cron_prev(rule, tick - 1, after_ms)
     out.reverse()
     return out
 
@@ -278,7 +320,9 @@ def _cron_next(rule: _Cron, after_ms: int) -> int | None:
         wall = found + _ONE_SECOND
 
 
-def _cron_prev(rule: _Cron, until_ms: int) -> int | None:
+def _cron_prev(rule: _Cron, until_ms: int, floor_ms: int) -> int | None:
+    """The last tick at or before `until_ms`; None if there is none after `floor_ms`
+    (searching further back would only find ticks the caller discards)."""
     seconds = until_ms // 1000
     aware = _wall(rule, seconds)
     wall = aware.replace(tzinfo=None, fold=0)
@@ -289,7 +333,8 @@ def _cron_prev(rule: _Cron, until_ms: int) -> int | None:
         second = aware.utcoffset()
         if first is not None and second is not None and first > second:
             wall += first - second
-    limit = wall.year - _SEARCH_YEARS
+    # A year of slack: the floor's local year may differ from its UTC year.
+    limit = max(wall.year - _SEARCH_YEARS, _wall(rule, max(floor_ms, 0) // 1000).year - 1)
     while True:
         found = _match_backward(rule, wall, limit)
         if found is None:
@@ -301,17 +346,13 @@ def _cron_prev(rule: _Cron, until_ms: int) -> int | None:
 
 
 def _first_at_least(values: tuple[int, ...], value: int) -> int | None:
-    for v in values:
-        if v >= value:
-            return v
-    return None
+    i = bisect_left(values, value)
+    return values[i] if i < len(values) else None
 
 
 def _last_at_most(values: tuple[int, ...], value: int) -> int | None:
-    for v in reversed(values):
-        if v <= value:
-            return v
-    return None
+    i = bisect_right(values, value)
+    return values[i - 1] if i else None
 
 
 def _month_start(year: int, month: int) -> datetime:
@@ -328,9 +369,12 @@ def _match_forward(rule: _Cron, wall: datetime, limit_year: int) -> datetime | N
             continue
         if month != t.month:
             t = _month_start(t.year, month)
-        if not rule.day_matches(t):
-            t = datetime(t.year, t.month, t.day) + timedelta(days=1)
+        day = _first_at_least(rule.days_of(t.year, t.month), t.day)
+        if day is None:
+            t = _end_of_month(_month_start(t.year, t.month)) + _ONE_SECOND
             continue
+        if day != t.day:
+            t = datetime(t.year, t.month, day)
         hour = _first_at_least(rule.hours, t.hour)
         if hour is None:
             t = datetime(t.year, t.month, t.day) + timedelta(days=1)
@@ -357,14 +401,16 @@ def _match_backward(rule: _Cron, wall: datetime, limit_year: int) -> datetime | 
     while t.year >= max(limit_year, _MIN_YEAR):
         month = _last_at_most(rule.months, t.month)
         if month is None:
-            t = datetime(t.year - 1, rule.months[-1], 1)
-            t = _end_of_month(t)
+            t = _end_of_month(datetime(t.year - 1, rule.months[-1], 1))
             continue
         if month != t.month:
             t = _end_of_month(datetime(t.year, month, 1))
-        if not rule.day_matches(t):
-            t = datetime(t.year, t.month, t.day) - _ONE_SECOND
+        day = _last_at_most(rule.days_of(t.year, t.month), t.day)
+        if day is None:
+            t = _month_start(t.year, t.month) - _ONE_SECOND
             continue
+        if day != t.day:
+            t = datetime(t.year, t.month, day, 23, 59, 59)
         hour = _last_at_most(rule.hours, t.hour)
         if hour is None:
             t = datetime(t.year, t.month, t.day) - _ONE_SECOND
