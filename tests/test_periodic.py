@@ -195,6 +195,88 @@ def test_concurrent_schedulers_enqueue_each_tick_once(
     assert set(outcomes) <= {"enqueued", "deduplicated"}
 
 
+def _run_and_delete(store: Store) -> list[str]:
+    """Complete every available job; with retention 0 each is deleted at its ack."""
+    ran: list[str] = []
+    while claims := store.admit("w", ["default"], 100):
+        for claim in claims:
+            store.ack(claim, headgate.Outcome.SUCCESS)
+            ran.append(claim.job.id)
+    return ran
+
+
+def _enqueued_ticks(store: Store, sid: str) -> list[int]:
+    return sorted(e["tick_ms"] for e in events(store, sid) if e["outcome"] == "enqueued")
+
+
+def test_stale_scheduler_does_not_reenqueue_ticks_that_ran_and_were_deleted(
+    store: Store, open_more
+) -> None:
+    """Scheduler A read the due schedules; before A enqueued anything, B fired them and
+    the jobs ran and (retention 0) were deleted. A's snapshot is stale: enqueueing its
+    ticks again would run each twice."""
+    row = store.upsert_schedule(sched(spec="@every:100", on_missed="backfill",
+                                      backfill_limit=5))
+    wait_until(store, row["next_run_ms"] + 450)
+    other = open_more()
+    ran: list[str] = []
+
+    def twin_fires_first(context: EnqueueContext, batch: list, call_next) -> list[str]:
+        if not ran:
+            assert other.fire_due_schedules() >= 5
+            ran.extend(_run_and_delete(other))
+        return call_next(batch)
+
+    assert store.fire_due_schedules(client=Client(store, middleware=[twin_fires_first])) == 0
+    assert len(ran) >= 5
+    assert _run_and_delete(store) == []  # nothing enqueued a second time
+    assert sorted(e["job_id"] for e in events(store, "s1") if e["outcome"] == "enqueued") \
+        == sorted(ran)
+
+
+def test_a_scheduler_that_loses_its_lease_stops_and_the_next_continues(
+    store: Store, open_more
+) -> None:
+    """Two schedulers with a backfilling schedule and retention 0: the first loses its
+    duty lease mid-backfill, its jobs run and are deleted, the second fires; every tick
+    is enqueued exactly once."""
+    row = store.upsert_schedule(sched(spec="@every:50", on_missed="backfill",
+                                      backfill_limit=20))
+    wait_until(store, row["next_run_ms"] + 500)  # 11 ticks due
+    asked: list[bool] = []
+
+    def held_for_four_checks() -> bool:
+        asked.append(len(asked) < 4)
+        return asked[-1]
+
+    first = store.fire_due_schedules(still_held=held_for_four_checks)
+    assert 1 <= first < 11
+    assert store.get_schedule("s1")["next_run_ms"] < store.now_ms()  # type: ignore[index]
+    ran = _run_and_delete(store)
+    assert len(ran) == first
+    later = open_more()
+    assert later.fire_due_schedules() >= 11 - first
+    ran += _run_and_delete(later)
+    ticks = _enqueued_ticks(store, "s1")
+    assert sorted(int(j.rsplit(":", 1)[1]) for j in ran) == ticks
+    assert ticks == list(range(row["next_run_ms"], ticks[-1] + 1, 50))  # none twice
+    assert store.fire_due_schedules(still_held=lambda: False) == 0
+
+
+def test_schedule_without_a_next_tick_is_paused_not_refired(store: Store) -> None:
+    """A spec stored before validation rejected it has no next tick: the schedule was
+    left due and failed again on every scheduler tick."""
+    row = store.upsert_schedule(sched(spec="@every:100"))
+    with store.db.write() as (conn, _):  # type: ignore[attr-defined]
+        conn.execute("UPDATE schedules SET spec = ? WHERE id = ?", ("0 0 30 2 *", "s1"))
+    wait_until(store, row["next_run_ms"])
+    assert store.fire_due_schedules() == 0
+    assert store.fire_due_schedules() == 0
+    assert store.get_schedule("s1")["paused"] is True  # type: ignore[index]
+    assert [(e["outcome"], e["reason"], e["tick_ms"]) for e in events(store, "s1")] == [
+        ("failed", "no_next_tick", row["next_run_ms"])]
+
+
 def test_paused_schedule_does_not_fire_and_resume_does_not_replay(store: Store) -> None:
     row = store.upsert_schedule(sched(spec="@every:100", paused=True))
     wait_until(store, row["next_run_ms"] + 350)

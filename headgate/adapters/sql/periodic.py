@@ -221,6 +221,16 @@ def advance(
     return cur.rowcount == 1
 
 
+def park(conn: Connection, now: int, schedule: Mapping[str, Any]) -> bool:
+    """Pause a schedule unless it changed since it was read (as `advance`)."""
+    cur = conn.execute(
+        "UPDATE schedules SET paused = 1, updated_at_ms = ? "
+        "WHERE id = ? AND spec = ? AND next_run_ms = ? AND paused = 0",
+        (now, schedule["id"], schedule["spec"], schedule["next_run_ms"]),
+    )
+    return cur.rowcount == 1
+
+
 def touch_enqueued(conn: Connection, now: int, schedule_id: str) -> None:
     conn.execute("UPDATE schedules SET last_enqueued_ms = ? WHERE id = ?", (now, schedule_id))
 

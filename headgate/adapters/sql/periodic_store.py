@@ -7,11 +7,20 @@ class it is mixed into: `db` (`write()` yielding `(conn, store_now)`, `read()` y
 
 Firing a schedule is deliberately NOT one transaction. Each tick's job goes through a
 producer `Client` (so the enqueue authorizer, middleware and hooks see periodic jobs,
-with `EnqueueContext(source="periodic")`) in its own transaction; then one transaction
-records the enqueue events and advances `next_run_ms`. A crash between the two leaves
-the schedule un-advanced, and the retry finds the tick's job by its deterministic id
-(`periodic:{schedule_id}:{tick_ms}`) and records `deduplicated` instead of enqueueing
-twice.
+with `EnqueueContext(source="periodic")`) in its own transaction, which also moves
+`next_run_ms` past that tick by compare-and-set on (spec, next_run_ms); then one
+transaction records the enqueue events and advances `next_run_ms` past now. So a tick
+is enqueued at most once whoever fires it: a scheduler whose snapshot went stale (a
+twin fired the schedule meanwhile, or the job it enqueued already ran and, with
+retention 0, was deleted) finds the row moved and stops. A crash before the events are
+recorded loses only the events of ticks already enqueued.
+
+`still_held` (the scheduler duty passes its lease check) is asked before every
+schedule and tick: a scheduler that lost its duty lease stops mid-run.
+
+A schedule whose next tick cannot be computed (a spec stored before validation
+rejected it, or the calendar's end) is paused with a `failed` event (`no_next_tick`)
+rather than left due and fired again every scheduler tick.
 
 `on_missed` (decided here; SPEC §9 only says skip and run_once enqueue at most the
 latest due tick):
@@ -32,7 +41,8 @@ import copy
 import hashlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from headgate.core import (
@@ -98,18 +108,39 @@ def _failure(exc: BaseException) -> tuple[str, str, str | None]:
     return "failed", "error", None
 
 
+@dataclass
+class _Advance:
+    """The schedule row a tick's insert moves on: from `expected` to `to`, or not at all
+    (then the insert rolls back and `superseded` is set)."""
+
+    schedule_id: str
+    spec: str
+    expected: int
+    to: int
+    committed: bool = False
+    superseded: bool = False
+
+
+class _Superseded(Exception):
+    """The schedule moved since it was read: another scheduler fired it, or it was
+    edited. Raised inside the tick's transaction so the insert rolls back."""
+
+
 class _TickInserter:
     """Stands in for the store inside a copy of the caller's Client, so the firing loop
     learns whether the tick's job was inserted now or already existed — the difference
-    between an `enqueued` and a `deduplicated` event — from the same transaction."""
+    between an `enqueued` and a `deduplicated` event — from the same transaction, in
+    which it also advances the schedule (`advance`, once per tick)."""
 
     def __init__(self, store: PeriodicMixin) -> None:
         self.store = store
         self.inserted: set[str] = set()
+        self.advance: _Advance | None = None
 
     def enqueue_many(self, envelopes: Sequence[Envelope]) -> list[str]:
         envs = [e if e.fingerprint and e.id else e.validated() for e in envelopes]
         ids = [e.id for e in envs]
+        step = self.advance  # kept until it commits, for _enqueue_retrying's retries
         with self.store.db.write() as (conn, now):
             # Queue locks first, the order every job-state transaction takes them in
             # (else a tick's insert and a worker's ack+admit can deadlock on PostgreSQL).
@@ -118,6 +149,15 @@ class _TickInserter:
             before = {r[0] for r in conn.execute(
                 f"SELECT id FROM jobs WHERE id IN ({marks})", ids)}
             result = enqueue.enqueue(conn, now, envs)
+            if step is not None and not periodic.advance(
+                conn, now, {"id": step.schedule_id, "spec": step.spec,
+                            "next_run_ms": step.expected},
+                step.to, any(i not in before for i in result.ids),
+            ):
+                step.superseded = True
+                raise _Superseded(step.schedule_id)
+        if step is not None:
+            step.committed, self.advance = True, None
         if result.inserted:
             self.store._publish(result.queues)
         if result.duplicate is not None:
@@ -169,11 +209,14 @@ class PeriodicMixin:
     def fire_due_schedules(
         self, now_ms: int | None = None, limit: int = DEFAULT_FIRE_LIMIT, *,
         client: Client | None = None, misfire_grace_ms: int = DEFAULT_MISFIRE_GRACE_MS,
+        still_held: Callable[[], bool] | None = None,
     ) -> int:
         """The scheduler duty's tick: fire every unpaused schedule whose next_run_ms has
         come (at most `limit` schedules, most overdue first). Returns the number of jobs
         enqueued. `now_ms` evaluates due-ness as of an earlier instant (never later than
-        the store clock: a tick must not fire before it is due)."""
+        the store clock: a tick must not fire before it is due). `still_held` returning
+        False stops the run before the next schedule or tick: the caller's duty lease
+        lapsed and another scheduler may be firing the same schedules."""
         check_int("limit", limit, 1)
         check_int("misfire_grace_ms", misfire_grace_ms, 0)
         store_now = self.now_ms()
@@ -184,10 +227,15 @@ class PeriodicMixin:
         with self.db.read() as conn:
             schedules = periodic.due(conn, now_ms, limit)
         producer, inserter = self._producer(client)
+        held = still_held or (lambda: True)
         enqueued = 0
         for schedule in schedules:
+            if not held():
+                log.warning("scheduler lost its duty lease: stopping this run")
+                break
             try:
-                enqueued += self._fire(schedule, now_ms, producer, inserter, misfire_grace_ms)
+                enqueued += self._fire(schedule, now_ms, producer, inserter,
+                                       misfire_grace_ms, held)
             except Exception:  # noqa: BLE001 - one bad schedule must not starve the rest
                 log.exception("periodic schedule %s failed to fire", schedule["id"])
         return enqueued
@@ -218,32 +266,68 @@ class PeriodicMixin:
         return [(tick, "scheduled")], []
 
     def _fire(self, schedule: Mapping[str, Any], now: int, producer: Client,
-              inserter: _TickInserter, grace_ms: int) -> int:
+              inserter: _TickInserter, grace_ms: int, held: Callable[[], bool]) -> int:
         from headgate.client import EnqueueContext
 
-        plan, events = self._plan(schedule, now, grace_ms)
+        try:
+            next_run = schedule_spec.next_after(schedule["spec"], now)
+            plan, events = self._plan(schedule, now, grace_ms)
+        except InvalidInput as exc:
+            self._park(schedule, exc)
+            return 0
         context = EnqueueContext(source="periodic")
         enqueued = 0
-        for tick, reason in plan:
+        expected = schedule["next_run_ms"]
+        stopped = False
+        # Backfill ticks are consecutive, so each one's successor is the next in the plan.
+        successors = [t for t, _ in plan[1:]] + [next_run] if plan else []
+        for (tick, reason), successor in zip(plan, successors, strict=True):
+            if not held():
+                stopped = True
+                break
             job_id = tick_job_id(schedule["id"], tick)
+            step = _Advance(schedule["id"], schedule["spec"], expected, successor)
+            inserter.advance = step
             try:
                 _enqueue_retrying(producer, _envelope(schedule, job_id, tick), context)
             except Exception as exc:  # noqa: BLE001 - recorded as the tick's outcome
+                if step.superseded:
+                    stopped = True
+                    break
+                if step.committed:  # e.g. a unique-key duplicate: the tick is done
+                    expected = successor
                 outcome, why, existing = _failure(exc)
                 if why == "error":
                     log.exception("periodic schedule %s tick %s", schedule["id"], tick)
                 events.append((tick, existing, outcome, why))
                 continue
+            finally:
+                inserter.advance = None
+            if step.superseded:  # a middleware swallowed the stop
+                stopped = True
+                break
+            if step.committed:
+                expected = successor
             if job_id in inserter.inserted:
                 enqueued += 1
                 events.append((tick, job_id, "enqueued", reason))
             else:
                 events.append((tick, job_id, "deduplicated", "exists"))
-        next_run = schedule_spec.next_after(schedule["spec"], now)
         with self.db.write() as (conn, wnow):
             periodic.record_events(conn, wnow, schedule["id"], sorted(events))
-            periodic.advance(conn, wnow, schedule, next_run, enqueued > 0)
+            if not stopped:
+                periodic.advance(conn, wnow, {**schedule, "next_run_ms": expected},
+                                 next_run, enqueued > 0)
         return enqueued
+
+    def _park(self, schedule: Mapping[str, Any], exc: InvalidInput) -> None:
+        """Pause a schedule that has no next tick: left due, it would be fired (and
+        fail) on every scheduler tick."""
+        log.warning("periodic schedule %s paused: %s", schedule["id"], exc)
+        with self.db.write() as (conn, wnow):
+            if periodic.park(conn, wnow, schedule):
+                periodic.record_events(conn, wnow, schedule["id"], [
+                    (schedule["next_run_ms"], None, "failed", "no_next_tick")])
 
     def run_schedule_now(
         self, schedule_id: str, idempotency_key: str, *, client: Client | None = None,
