@@ -5,8 +5,12 @@ duty lease in the store — a compare-and-set on store time — and skips the ti
 another process holds it. So any number of `headgate serve` (and worker) processes on
 one database run each duty in exactly one of them, and a holder that dies is replaced
 as soon as its lease expires (TTL = 3 intervals, at least MIN_TTL_MS: one slow tick does
-not hand a duty over). A process that steps down (`stop()`, `resign()`) expires its
-leases at once, so another takes over on its next tick instead of after the TTL.
+not hand a duty over). While a run lasts, a keeper thread renews its lease every third
+of the TTL, so a run longer than the TTL is not run a second time elsewhere meanwhile;
+a renewal that finds the lease lapsed or taken marks the run as having lost it, and
+`still_held(name)` tells the run (the scheduler checks it before every schedule and
+tick). A process that steps down (`stop()`, `resign()`) expires its leases at once, so
+another takes over on its next tick instead of after the TTL.
 
 The scheduler has its own small thread pool, `max_instances=1` (a slow duty is never
 run twice at once in one process) and `coalesce=True` (ticks missed while it ran
@@ -84,11 +88,23 @@ class DutyStats:
 
 
 @dataclass
+class _Lease:
+    """This process's view of a duty lease during one run of the duty."""
+
+    valid_until: float  # time.monotonic() by which the store lets it expire
+    lost: bool = False
+
+    def held(self) -> bool:
+        return not self.lost and time.monotonic() < self.valid_until
+
+
+@dataclass
 class _Duty:
     name: str
     fn: Callable[[], object]
     interval_s: float
     held: bool = False
+    lease: _Lease | None = None  # set while a run lasts
     stats: DutyStats = field(default_factory=DutyStats)
     claim_failures: FailureStreak = field(default_factory=FailureStreak)
     run_failures: FailureStreak = field(default_factory=FailureStreak)
@@ -168,7 +184,8 @@ class DutyRunner:
             "promoter": lambda: self._drain(store.promote_due),
             "scheduler": lambda: store.fire_due_schedules(
                 limit=SCHEDULES_PER_TICK, client=self.client,
-                misfire_grace_ms=self.misfire_grace_ms),
+                misfire_grace_ms=self.misfire_grace_ms,
+                still_held=lambda: self.still_held("scheduler")),
             "retention": lambda: self._drain(store.evict_retained),
             "worker_aging": lambda: store.forget_workers(self.forget_workers_after_ms),
             "history": store.record_queue_depths,
@@ -243,6 +260,13 @@ class DutyRunner:
         with self._lock:
             return sorted(d.name for d in self._duties.values() if d.held)
 
+    def still_held(self, name: str) -> bool:
+        """Whether the running duty `name` still holds its lease: a long run asks this
+        before each step with effects another holder must not repeat."""
+        with self._lock:
+            lease = self._duties[name].lease
+        return lease is not None and lease.held()
+
     @property
     def stats(self) -> dict[str, DutyStats]:
         with self._lock:
@@ -267,6 +291,7 @@ class DutyRunner:
             duty = self._duties[name]
             if self._stepping_down():
                 return
+        claimed_at = time.monotonic()
         try:
             held = self.store.claim_duty(name, self.holder, duty.ttl_ms)
         except Exception as exc:  # noqa: BLE001 - e.g. a locked database: next tick
@@ -287,6 +312,23 @@ class DutyRunner:
         if not held:
             duty.stats.skipped += 1
             return
+        lease = _Lease(claimed_at + duty.ttl_ms / 1000)
+        done = threading.Event()
+        keeper = threading.Thread(target=self._keep, args=(duty, lease, done),
+                                  name=f"duty-lease:{name}", daemon=True)
+        with self._lock:
+            duty.lease = lease
+        keeper.start()
+        try:
+            self._run(duty)
+        finally:
+            done.set()
+            with self._lock:
+                duty.lease = None
+            if lease.lost:
+                self._set_held(duty, False)
+
+    def _run(self, duty: _Duty) -> None:
         try:
             result = duty.fn()
         except Exception as exc:  # noqa: BLE001 - a failing duty must not stop the others
@@ -294,14 +336,37 @@ class DutyRunner:
             duty.stats.last_error = f"{type(exc).__name__}: {exc}"
             if duty.run_failures.failed():
                 log.exception("duty %s failed (%d in a row); it runs again next tick",
-                              name, duty.run_failures.failures)
+                              duty.name, duty.run_failures.failures)
             return
         if failures := duty.run_failures.succeeded():
-            log.info("duty %s: runs again after %d failures", name, failures)
+            log.info("duty %s: runs again after %d failures", duty.name, failures)
         duty.stats.runs += 1
         duty.stats.last_result = result
         if result:
-            log.debug("duty %s: %s", name, result)
+            log.debug("duty %s: %s", duty.name, result)
+
+    def _keep(self, duty: _Duty, lease: _Lease, done: threading.Event) -> None:
+        """Renew the lease of a running duty until `done`, so a run longer than the TTL
+        is not started a second time by another process."""
+        ttl_s = duty.ttl_ms / 1000
+        failures = 0
+        while not done.wait(ttl_s / 3):
+            started = time.monotonic()
+            try:
+                renewed = self.store.renew_duty(duty.name, self.holder, duty.ttl_ms)
+            except Exception as exc:  # noqa: BLE001 - retried; the lease runs out meanwhile
+                failures += 1
+                if failures == 1:
+                    log.warning("duty %s: lease renewal failed: %s", duty.name, exc)
+                continue
+            if not renewed:
+                lease.lost = True
+                if not done.is_set() and not self._stepping_down():
+                    log.warning("duty %s: %s lost its lease while the duty ran",
+                                duty.name, self.holder)
+                return
+            failures = 0
+            lease.valid_until = started + ttl_s
 
     def _set_held(self, duty: _Duty, held: bool) -> None:
         if held != duty.held:

@@ -23,6 +23,8 @@ import pytest
 
 import headgate
 from headgate import Client, Outcome, Store
+from headgate import duties as duties_module
+from headgate.client import EnqueueContext
 from headgate.duties import MIN_TTL_MS, STANDARD_DUTIES, DutyRunner
 
 FAST = 0.2  # seconds between ticks in these tests
@@ -292,6 +294,141 @@ def test_runner_rejects_unknown_duties(db_url: str) -> None:
     with pytest.raises(ValueError, match="> 0"):
         DutyRunner(store, intervals={"promoter": 0})
     store.close()
+
+
+# -- runs longer than the lease ------------------------------------------------------------
+
+SHORT_TTL_MS = 300  # with 0.1 s intervals: a run of 1 s outlasts three leases
+
+
+def test_renew_extends_only_an_unexpired_lease_of_its_holder(store: Store) -> None:
+    assert store.claim_duty("d", "a", 60_000)
+    assert store.renew_duty("d", "a", 60_000)
+    assert not store.renew_duty("d", "b", 60_000)
+    store.release_duty("d", "a")  # a's lease lapses; b takes it, runs, steps down
+    assert store.claim_duty("d", "b", 60_000)
+    store.release_duty("d", "b")
+    assert not store.renew_duty("d", "a", 60_000)  # b ran meanwhile: a must not go on
+    assert store.claim_duty("d", "a", 60_000)  # a fresh claim is a fresh run
+
+
+def test_two_runners_never_run_a_slow_duty_at_once(
+    store: Store, open_more, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run outlasting its duty lease was started a second time by the other runner."""
+    monkeypatch.setattr(duties_module, "MIN_TTL_MS", SHORT_TTL_MS)
+    lock = threading.Lock()
+    running: list[str] = []
+    overlaps: list[list[str]] = []
+    runs: list[str] = []
+
+    def slow(holder: str):
+        def run() -> None:
+            with lock:
+                running.append(holder)
+                if len(running) > 1:
+                    overlaps.append(list(running))
+            time.sleep(1.0)
+            with lock:
+                running.remove(holder)
+                runs.append(holder)
+        return run
+
+    runners = []
+    for holder in ("a", "b"):
+        runner = DutyRunner(open_more(), holder=holder, duties=[])
+        runner.run_duty("slow", slow(holder), 100)
+        runners.append(runner)
+    for runner in runners:
+        runner.start()
+    wait_for(lambda: len(runs) >= 2, 10)
+    for runner in runners:
+        runner.stop()
+    assert overlaps == []
+
+
+def test_a_run_that_lost_its_lease_is_told(
+    store: Store, open_more, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another holder took the lapsed lease and ran the duty: the old run must stop,
+    and its renewals must not take the lease back."""
+    monkeypatch.setattr(duties_module, "MIN_TTL_MS", SHORT_TTL_MS)
+    started, stopped = threading.Event(), threading.Event()
+    runner = DutyRunner(open_more(), holder="a", duties=[])
+
+    def long_run() -> None:
+        started.set()
+        while runner.still_held("long") and not stopped.is_set():
+            time.sleep(0.02)
+        stopped.set()
+
+    runner.run_duty("long", long_run, 100)
+    runner.start()
+    try:
+        assert started.wait(5)
+        assert runner.still_held("long")
+        store.release_duty("long", "a")  # as if the holder stalled past its lease
+        assert store.claim_duty("long", "b", 60_000)
+        store.release_duty("long", "b")  # b ran it and stepped down
+        assert stopped.wait(5)
+    finally:
+        runner.stop()
+
+
+def test_two_schedulers_enqueue_each_backfilled_tick_exactly_once(
+    store: Store, open_more, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two serve-like runners, backfilling schedules, retention 0 (a finished tick job
+    is deleted) and a run slower than the scheduler's lease: the second scheduler fired
+    the schedules the first was still firing, and re-enqueued ticks that had run."""
+    monkeypatch.setattr(duties_module, "MIN_TTL_MS", SHORT_TTL_MS)
+    for i in range(3):
+        store.upsert_schedule({"id": f"s{i}", "kind": "k", "spec": "@every:100",
+                               "on_missed": "backfill", "backfill_limit": 10})
+    time.sleep(1.1)  # the scheduler was down: 10 ticks due per schedule
+    slow_left = [30]
+
+    def slow_enqueue(context: EnqueueContext, batch: list, call_next) -> list[str]:
+        if slow_left[0] > 0:  # the catch-up run lasts over twice the lease
+            slow_left[0] -= 1
+            time.sleep(0.025)
+        return call_next(batch)
+
+    ran: dict[str, int] = {}
+    done = threading.Event()
+
+    def work(worker_store: Store) -> None:
+        while not done.is_set():
+            claims = worker_store.admit("w", ["default"], 50)
+            for claim in claims:
+                ran[claim.job.id] = ran.get(claim.job.id, 0) + 1
+                worker_store.ack(claim, Outcome.SUCCESS)
+            if not claims:
+                time.sleep(0.005)
+
+    worker = threading.Thread(target=work, args=(open_more(),))
+    worker.start()
+    runners = [DutyRunner(s, holder=h, duties=["scheduler"], intervals={"scheduler": 0.1},
+                          client=Client(s, middleware=[slow_enqueue]))
+               for h, s in (("a", open_more()), ("b", open_more()))]
+    try:
+        runners[0].start()
+        time.sleep(0.2)
+        runners[1].start()
+        wait_for(lambda: all(
+            store.get_schedule(f"s{i}")["next_run_ms"] > store.now_ms()  # type: ignore[index]
+            for i in range(3)), 20)
+        time.sleep(0.3)
+    finally:
+        for runner in runners:
+            runner.stop()
+        done.set()
+        worker.join()
+    assert {job_id: n for job_id, n in ran.items() if n > 1} == {}
+    for i in range(3):
+        ticks = sorted(int(j.rsplit(":", 1)[1]) for j in ran if j.startswith(f"periodic:s{i}:"))
+        assert len(ticks) >= 10
+        assert ticks == list(range(ticks[0], ticks[-1] + 1, 100))
 
 
 # -- the duties' effects ----------------------------------------------------------------

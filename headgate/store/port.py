@@ -9,7 +9,7 @@ control API, so the web layer serializes them without a second model.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from headgate.core import AckRequest, Claim, Envelope, Explanation, Job, JobFilter, JobPage, Outcome
@@ -120,6 +120,12 @@ class Store(ABC):
     def claim_duty(self, name: str, holder: str, ttl_ms: int) -> bool: ...
 
     @abstractmethod
+    def renew_duty(self, name: str, holder: str, ttl_ms: int) -> bool:
+        """Extend a duty lease `holder` still holds, unexpired; False otherwise. Unlike
+        claim_duty it never takes a lapsed lease back: another holder may have run the
+        duty in between, so a run that outlived its lease must stop, not carry on."""
+
+    @abstractmethod
     def release_duty(self, name: str, holder: str) -> None: ...
 
     @abstractmethod
@@ -153,10 +159,11 @@ class Store(ABC):
     @abstractmethod
     def fire_due_schedules(
         self, now_ms: int | None = None, limit: int = 100, *, client: Any = None,
-        misfire_grace_ms: int = 60_000,
+        misfire_grace_ms: int = 60_000, still_held: Callable[[], bool] | None = None,
     ) -> int:
         """The scheduler duty's tick; returns jobs enqueued. `client` (a headgate.Client)
-        supplies the enqueue authorizer, middleware and hooks."""
+        supplies the enqueue authorizer, middleware and hooks; `still_held` returning
+        False (the duty lease lapsed) stops the run before its next schedule or tick."""
 
     @abstractmethod
     def run_schedule_now(

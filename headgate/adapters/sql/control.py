@@ -246,6 +246,18 @@ def claim_duty(conn: Connection, now: int, name: str, holder: str, ttl_ms: int) 
     return row is not None and row[0] == holder
 
 
+def renew_duty(conn: Connection, now: int, name: str, holder: str, ttl_ms: int) -> bool:
+    """Extend only an unexpired lease of `holder`: one that lapsed may have been taken,
+    run and released by another holder since, which claim_duty cannot tell."""
+    check_text("duty", name)
+    check_text("holder", holder)
+    check_int("ttl_ms", ttl_ms, 1)
+    return conn.execute(
+        "UPDATE duties SET expires_at_ms = ? WHERE name = ? AND holder = ? AND expires_at_ms > ?",
+        (now + ttl_ms, name, holder, now),
+    ).rowcount == 1
+
+
 def release_duty(conn: Connection, name: str, holder: str) -> None:
     conn.execute(
         "UPDATE duties SET expires_at_ms = 0 WHERE name = ? AND holder = ?", (name, holder)

@@ -164,6 +164,10 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
         with self.db.write() as (conn, now):
             return control.claim_duty(conn, now, name, holder, ttl_ms)
 
+    def renew_duty(self, name: str, holder: str, ttl_ms: int) -> bool:
+        with self.db.write() as (conn, now):
+            return control.renew_duty(conn, now, name, holder, ttl_ms)
+
     def release_duty(self, name: str, holder: str) -> None:
         with self.db.write() as (conn, _):
             control.release_duty(conn, name, holder)
