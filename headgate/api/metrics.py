@@ -7,9 +7,11 @@ with a million jobs as with ten:
 - `headgate_jobs_arrived_total`, `headgate_jobs_completed_total`,
   `headgate_jobs_failed_total{queue}` and
   `headgate_admission_rejections_total{queue,policy}`: sums of the history buckets
-  since this process started. Buckets older than two minutes are final and folded into
-  a running total, so each scrape reads only the last few buckets. (The history has no
-  admissions column, so admissions are not exported; rejections are, by policy.)
+  since the start of the minute in which this process started (history buckets are
+  per minute, so jobs from that minute before start-up count too). Buckets older
+  than two minutes are final and folded into a running total, so each scrape reads
+  only the last few buckets. (The history has no admissions column, so admissions are
+  not exported; rejections are, by policy.)
 - `headgate_http_request_duration_seconds{method,endpoint,status}`: request latency.
 A registry per app, so several apps in one process (tests, embedding) do not collide.
 """
@@ -109,14 +111,15 @@ class StoreCollector(Collector):
         totals = self.totals.read(store, [q["queue"] for q in stats])
         for outcome in OUTCOMES:
             family = CounterMetricFamily(
-                f"headgate_jobs_{outcome}", f"Jobs {outcome} (history buckets since this "
-                "process started).", labels=["queue"])
+                f"headgate_jobs_{outcome}", f"Jobs {outcome} (history buckets since the "
+                "start of the minute this process started in).", labels=["queue"])
             for q in stats:
                 family.add_metric([q["queue"]], totals.get((q["queue"], outcome), 0))
             yield family
         rejections = CounterMetricFamily(
             "headgate_admission_rejections", "Admission rejections by policy (history "
-            "buckets since this process started).", labels=["queue", "policy"])
+            "buckets since the start of the minute this process started in).",
+            labels=["queue", "policy"])
         for q in stats:
             for policy in POLICIES:
                 rejections.add_metric([q["queue"], policy],
