@@ -8,6 +8,7 @@ Workers here run in a background thread of the test process against the shared
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -421,6 +422,45 @@ def test_a_stale_attempt_is_stopped_without_touching_the_new_attempt_of_its_job(
     assert (job.fence, job.crash_attempt) == (2, 0)
     assert seen == {1: "cancelled", 2: "finished"}
     assert store.get_result(job_id).bytes == b"done"
+
+
+def test_a_stop_hands_an_isolated_job_back_only_after_its_child_is_gone(
+    store: Store, make_worker: Callable[..., Worker], tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Released while its child still ran, the job could be taken and run by another
+    worker at the same time (the child ignores SIGTERM until the kill grace is over)."""
+    monkeypatch.setenv("HG_TEST_DIR", str(tmp_path))
+    worker = make_worker(kill_grace_ms=1_000)
+    job_id = headgate.Client(store).enqueue("isolated-hang", b"")
+    worker.start()
+    marker = tmp_path / f"{job_id}.started"
+    wait_for(marker.exists, 20, "the child to start")
+    child = int(marker.read_text())
+    seen: list[bool] = []  # was the child alive when the store first said available?
+
+    def watch() -> None:
+        while not seen:
+            if state_of(store, job_id) is State.AVAILABLE:
+                seen.append(pid_alive(child))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    assert worker.stop(drain_ms=100, timeout=20) == 0
+    watcher.join(10)
+    assert seen == [False]
+    job = store.get_job(job_id)
+    assert (job.attempt, job.crash_attempt) == (0, 0)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie has exited: it runs nothing
+        return stat.read().split(") ")[-1][0] != "Z"
 
 
 def test_leases_are_renewed_so_a_long_job_outlives_its_lease(

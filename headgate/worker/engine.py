@@ -71,7 +71,8 @@ class Engine:
         )
         self.keeper = LeaseKeeper(
             store, inflight, lease_ms=worker.lease_ms,
-            timeout_grace_ms=worker.timeout_grace_ms, halted=control.halted,
+            timeout_grace_ms=worker.timeout_grace_ms, kill_grace_ms=worker.kill_grace_ms,
+            halted=control.halted,
             record=self.acks.finish,
         )
         self.pool = Pool(

@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from multiprocessing.connection import wait as wait_for_exit
 
 from headgate.core import Claim, Outcome, StoreUnavailable
 from headgate.store.port import Store
@@ -37,12 +38,13 @@ log = logging.getLogger("headgate.worker")
 
 class LeaseKeeper:
     def __init__(self, store: Store, inflight: Inflight, *, lease_ms: int,
-                 timeout_grace_ms: int, halted: threading.Event,
+                 timeout_grace_ms: int, kill_grace_ms: int, halted: threading.Event,
                  record: Callable[[Attempt, Decision], object]) -> None:
         self.store = store
         self.inflight = inflight
         self.lease_ms = lease_ms
         self.timeout_grace_ms = timeout_grace_ms
+        self.kill_grace_ms = kill_grace_ms
         self.halted = halted
         self.record = record
         self._wake = threading.Event()
@@ -132,10 +134,27 @@ class LeaseKeeper:
                 mine.append(attempt)
         if not mine:
             return 0
+        self._end_children(mine)
         released = len(mine) if self.give_back([a.claim for a in mine], retry_for_s) else 0
         for attempt in mine:
             self.inflight.done_with(attempt)
         return released
+
+    def _end_children(self, attempts: list[Attempt]) -> None:
+        """Wait until the isolated children of closed attempts are gone (their parent
+        loops send SIGTERM, then SIGKILL after the grace): a job handed back while its
+        child still runs could run twice at once, here and on whoever takes it next."""
+        # Their sentinels, not join(): the pool thread reaps the child, and a second
+        # waitpid would make a dead child look alive.
+        children = {a.process.sentinel: a.process for a in attempts if a.process is not None}
+        deadline = time.monotonic() + self.kill_grace_ms / 1000 + 1.0
+        while children and time.monotonic() < deadline:
+            for ended in wait_for_exit(list(children), deadline - time.monotonic()):
+                children.pop(ended)
+        for process in children.values():
+            process.kill()
+        if children:
+            wait_for_exit(list(children), 1.0)
 
     def give_back(self, claims: list[Claim], retry_for_s: float) -> bool:
         """``store.release``, retried while the store is unavailable; False when it
