@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -252,6 +253,36 @@ def test_sigterm_drains_while_renewing_then_releases_without_charging(
     assert "released 3 unfinished job(s)" in log
     rows = [w for w in store.list_workers(60_000) if w["pid"] == worker.pid]
     assert [w["status"] for w in rows] == ["stopped"]
+
+
+def test_a_script_calling_worker_run_drains_on_sigterm(
+    store: Store, store_url: str, tmp_path: Path
+) -> None:
+    """The README's `worker.run()`: SIGTERM drains and releases as `headgate worker`
+    does, instead of killing the process with its job left running."""
+    job_id = headgate.Client(store).enqueue("block", b"")
+    script = tmp_path / "run_worker.py"
+    script.write_text(
+        "import sys, headgate, test_worker_app\n"
+        "worker = test_worker_app.make_worker(headgate.open_store(sys.argv[1]))\n"
+        "worker.configure(drain_ms=300)\n"
+        "sys.exit(worker.run())\n"
+    )
+    env = dict(os.environ, HG_TEST_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
+    with (tmp_path / "run.log").open("wb") as log:
+        proc = subprocess.Popen([sys.executable, str(script), store_url], env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(started_marker(tmp_path, job_id).exists, 20, "the job to start")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    job = store.get_job(job_id)
+    assert job.state is State.AVAILABLE and (job.attempt, job.crash_attempt) == (0, 0)
+    assert (tmp_path / f"{job_id}.cancelled").exists()
 
 
 def test_cli_refuses_a_bad_app_with_exit_code_2(store_url: str, tmp_path: Path) -> None:

@@ -12,9 +12,11 @@ exit codes).
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from headgate.core import InvalidInput
 from headgate.store.port import Store
@@ -229,8 +231,29 @@ class Worker:
 
     # -- lifecycle ----------------------------------------------------------------------
     def run(self) -> int:
-        """Work until stopped by ``stop()``, a ``terminate``/``restart`` signal or
-        Ctrl-C; returns the exit code (0, or ``EXIT_RESTART`` after ``restart``)."""
+        """Work until stopped by ``stop()``, a ``terminate``/``restart`` signal,
+        SIGTERM or Ctrl-C; returns the exit code (0, or ``EXIT_RESTART`` after
+        ``restart``). In the main thread of a process that left SIGTERM at its default,
+        SIGTERM and SIGINT drain as under ``headgate worker`` (a second one releases
+        and exits at once) until ``run`` returns."""
+        restore = self._drain_on_signals()
+        try:
+            return self._run()
+        finally:
+            for signum, handler in restore.items():
+                signal.signal(signum, handler)
+
+    def _drain_on_signals(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread() \
+                or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return {}
+        from .launcher import install_signal_handlers  # it imports this module
+
+        previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+        install_signal_handlers(self, None)
+        return previous
+
+    def _run(self) -> int:
         engine = self._begin()
         try:
             while not self._control.stop_requested.wait(0.2):
