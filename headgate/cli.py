@@ -5,35 +5,76 @@ Other subcommands (``worker``, ``demo``, ``bench``) attach to the same ``main`` 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import Any, NoReturn
 
 import click
 
 from headgate.config import ConfigError, Settings, redact_url
+from headgate.core import StoreUnavailable
 
 # gthread workers heartbeat from their event loop, not per request, so this bounds a
 # hung worker without cutting off long-held SSE/WebSocket connections.
 WORKER_TIMEOUT_S = 120
 GRACEFUL_TIMEOUT_S = 10
 
+# 2 = usage/configuration error, as click uses for bad arguments.
+EXIT_USAGE = 2
+# sysexits' EX_UNAVAILABLE: the store cannot be used (unreachable, not a database, a
+# schema this code cannot run on) — worth retrying or fixing elsewhere, unlike a flag.
+EXIT_STORE_UNAVAILABLE = 69
 
-def _fail(message: str) -> NoReturn:
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     click.echo(f"headgate: error: {message}", err=True)
-    # 2 = usage/configuration error, as click uses for bad arguments.
-    click.get_current_context().exit(2)
+    click.get_current_context().exit(code)
 
 
-def _settings(store_url: str | None) -> Settings:
-    """Env settings with the ``--store`` override applied, validated before any I/O."""
+def _store_failed(exc: StoreUnavailable) -> NoReturn:
+    text = str(exc)
+    if not text.startswith("store unavailable"):
+        text = f"store unavailable: {text}"
+    _fail(text, EXIT_STORE_UNAVAILABLE)
+
+
+def _settings(store_url: str | None, migrate: bool | None = None) -> Settings:
+    """Env settings with the ``--store`` (and ``--migrate``) overrides applied,
+    validated before any I/O."""
     try:
         settings = Settings.from_env()
         if store_url:
             settings = settings.with_store_url(store_url)
+        if migrate is not None:
+            settings = replace(settings, migrate=migrate)
         settings.store_url()
     except ConfigError as exc:
         _fail(str(exc))
     return settings
+
+
+def _check_store(settings: Settings) -> None:
+    """Open the store once (migrating when asked) and close it, so a server refuses to
+    start on an unusable store instead of failing in its gunicorn worker."""
+    import headgate  # deferred: pulls in the whole store layer
+
+    try:
+        store = headgate.open_store(settings.store_url(), **settings.store_options())
+    except StoreUnavailable as exc:
+        _store_failed(exc)
+    store.close()
+
+
+def _configure_logging(level: str) -> None:
+    from headgate.worker.launcher import configure_logging
+
+    configure_logging(level)
+    # APScheduler warns "Execution of job … skipped" (or "missed") each time a duty
+    # is still running at its next tick. Duties run one at a time by design, so that is
+    # expected and would flood the log; its ERRORs (a duty that raised) still show.
+    # The two loggers by name too: DutyRunner sets them to WARNING when they are unset.
+    for name in ("apscheduler", "apscheduler.scheduler", "apscheduler.executors.default"):
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def _bind_addr(settings: Settings, addr: str | None) -> str:
@@ -56,6 +97,23 @@ store_option = click.option(
     default=None,
     metavar="URL",
     help="sqlite:///PATH or postgresql://… Default: from HG_STORE/HG_SQLITE/HG_PG.",
+)
+
+# Whether opening the store applies pending migrations (serve, worker).
+migrate_option = click.option(
+    "--migrate/--no-migrate",
+    "migrate",
+    default=None,
+    help="Apply pending schema migrations at start-up. Default: $HG_MIGRATE, else on. "
+    "Off: a database whose schema is behind is refused (run `headgate migrate`).",
+)
+
+log_level_option = click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="Level of headgate's log lines (stderr).",
 )
 
 
@@ -87,10 +145,18 @@ def main() -> None:
     help="Run the background duties (reclaimer, promoter, periodic scheduler, retention, "
     "operations, worker aging, history) under duty leases.",
 )
-def serve(addr: str | None, store_url: str | None, threads: int, duties: bool) -> None:
-    """Run the API server (gunicorn, one process, gthread workers)."""
-    settings = _settings(store_url)
+@migrate_option
+@log_level_option
+def serve(addr: str | None, store_url: str | None, threads: int, duties: bool,
+          migrate: bool | None, log_level: str) -> None:
+    """Run the API server (gunicorn, one process, gthread workers). Exit codes: 0 after
+    SIGTERM/SIGINT, 2 for configuration errors, 69 when the store is unavailable
+    (unreachable, not a database, its schema newer than this headgate, or behind it with
+    migrations off)."""
+    settings = _settings(store_url, migrate)
     addr = _bind_addr(settings, addr)
+    _configure_logging(log_level)
+    _check_store(settings)
     _run_gunicorn(replace(settings, api_addr=addr), threads, duties)
 
 
@@ -162,12 +228,18 @@ def _run_gunicorn(settings: Settings, threads: int, duties: bool = True) -> None
 @main.command()
 @store_option
 def migrate(store_url: str | None) -> None:
-    """Apply pending schema migrations and print the schema version."""
+    """Apply pending schema migrations and print the schema version. Exit codes: 0 when
+    the schema is current, 2 for configuration errors, 69 when the store is unavailable
+    (unreachable, not a database, or its schema newer than this headgate)."""
     import headgate  # deferred: pulls in the whole store layer
 
-    settings = _settings(store_url)
+    # Migrating is this command's job, whatever HG_MIGRATE says about start-up.
+    settings = _settings(store_url, migrate=True)
     url = settings.store_url()
-    store = headgate.open_store(url, **settings.store_options())
+    try:
+        store = headgate.open_store(url, **settings.store_options())
+    except StoreUnavailable as exc:
+        _store_failed(exc)
     try:
         version = store.schema_version()
     finally:
@@ -199,12 +271,16 @@ def migrate(store_url: str | None) -> None:
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="INFO logs one line per job outcome.")
+@migrate_option
 def worker(app: str, store_url: str | None, queues: str | None, concurrency: int | None,
            lease_ms: int | None, drain_ms: int | None, duties: bool | None,
-           isolated: bool | None, worker_id: str | None, log_level: str) -> None:
+           isolated: bool | None, worker_id: str | None, log_level: str,
+           migrate: bool | None) -> None:
     """Run a worker process. Exit codes: 0 after a graceful stop (SIGTERM, SIGINT or a
     `terminate` signal), 75 after a `restart` signal (start it again), 1 when a second
-    SIGTERM/SIGINT cut the drain short, 2 for configuration errors."""
+    SIGTERM/SIGINT cut the drain short, 2 for configuration errors, 69 when the store is
+    unavailable (unreachable, not a database, its schema newer than this headgate, or
+    behind it with migrations off)."""
     from headgate.core import InvalidInput
     from headgate.worker.launcher import configure_logging, run_worker
 
@@ -212,7 +288,9 @@ def worker(app: str, store_url: str | None, queues: str | None, concurrency: int
     try:
         code = run_worker(app, store_url=store_url, queues=queues, concurrency=concurrency,
                           lease_ms=lease_ms, drain_ms=drain_ms, duties=duties,
-                          isolated=isolated, worker_id=worker_id)
+                          isolated=isolated, worker_id=worker_id, migrate=migrate)
+    except StoreUnavailable as exc:
+        _store_failed(exc)
     except (ConfigError, ValueError, InvalidInput) as exc:
         _fail(str(exc))
     click.get_current_context().exit(code)
@@ -227,15 +305,22 @@ def worker(app: str, store_url: str | None, queues: str | None, concurrency: int
               help="Listen address. Default: $HG_API_ADDR or 127.0.0.1:8080.")
 @click.option("--workers/--no-workers", "with_workers", default=True, show_default=True,
               help="Run demo workers and a producer (in a child process) on the data.")
-def demo(db_path: str, fresh: bool, addr: str | None, with_workers: bool) -> None:
+@log_level_option
+def demo(db_path: str, fresh: bool, addr: str | None, with_workers: bool,
+         log_level: str) -> None:
     """Seed a realistic data set (queues, tenants, a throttled rate class, a concurrency
     ceiling, a quarantined fingerprint, schedules, dead letters, running jobs), run
-    workers on it and serve the console — the fastest way to see headgate."""
+    workers on it and serve the console — the fastest way to see headgate. Exit codes:
+    as `headgate serve`."""
     from headgate.dashboard import demo as demo_mod
 
-    settings = _settings(f"sqlite:///{db_path}")
+    settings = _settings(f"sqlite:///{db_path}", migrate=True)
     addr = _bind_addr(settings, addr)
-    seeded, _ = demo_mod.prepare(db_path, fresh=fresh)
+    _configure_logging(log_level)
+    try:
+        seeded, _ = demo_mod.prepare(db_path, fresh=fresh)
+    except StoreUnavailable as exc:
+        _store_failed(exc)
     click.echo(f"demo: {'seeded' if seeded else 'reusing'} {db_path}; console at http://{addr}/")
     fleet = demo_mod.spawn_fleet(db_path) if with_workers else None
     try:

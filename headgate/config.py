@@ -26,8 +26,10 @@ class ConfigError(ValueError):
     """A setting is present but unusable; the message names the variable."""
 
 
-def _bool(env: Mapping[str, str], name: str) -> bool:
+def _bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
     raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
     if raw in _TRUE:
         return True
     if raw in _FALSE:
@@ -136,6 +138,10 @@ class Settings:
     cookie_secure: bool = False
     # Failed token attempts an address may make in a minute (headgate/web/failed_attempts.py).
     auth_failures_per_minute: int = DEFAULT_AUTH_FAILURES_PER_MINUTE
+    # Apply pending migrations when a process opens the store (SPEC §2: "at start-up
+    # when asked"). Off: a schema behind the code is refused, for operators who migrate
+    # as a separate, deliberate step.
+    migrate: bool = True
 
     def __post_init__(self) -> None:
         if self.store not in ("sqlite", "pg"):
@@ -165,6 +171,7 @@ class Settings:
             cookie_secure=_bool(env, "HG_COOKIE_SECURE"),
             auth_failures_per_minute=_positive_int(
                 env, "HG_AUTH_FAILURES_PER_MINUTE", DEFAULT_AUTH_FAILURES_PER_MINUTE),
+            migrate=_bool(env, "HG_MIGRATE", default=True),
         )
 
     def store_url(self) -> str:
@@ -177,9 +184,12 @@ class Settings:
 
     def store_options(self) -> dict[str, object]:
         """Keyword options for ``headgate.open_store`` that the URL cannot carry."""
+        options: dict[str, object] = {}
+        if not self.migrate:
+            options["migrate"] = False
         if self.store == "pg" and self.pg_poll_only:
-            return {"notify": False}
-        return {}
+            options["notify"] = False
+        return options
 
     def with_store_url(self, url: str) -> Settings:
         """Copy with the store chosen by a ``--store URL`` flag instead of the env."""

@@ -86,3 +86,14 @@ def test_remote_bind_needs_tokens_or_explicit_allow(addr: str, allowed: bool) ->
 def test_redact_url_hides_password() -> None:
     assert redact_url("postgresql://u:secret@h:5432/db") == "postgresql://u:***@h:5432/db"
     assert redact_url("sqlite:///x.db") == "sqlite:///x.db"
+
+
+def test_start_up_migrations_are_on_unless_hg_migrate_turns_them_off() -> None:
+    assert Settings.from_env({}).migrate is True
+    assert Settings.from_env({}).store_options() == {}
+    off = Settings.from_env({"HG_MIGRATE": "0"})
+    assert off.migrate is False
+    assert off.store_options() == {"migrate": False}
+    assert Settings.from_env({"HG_MIGRATE": "yes"}).migrate is True
+    with pytest.raises(ConfigError, match="HG_MIGRATE"):
+        Settings.from_env({"HG_MIGRATE": "later"})

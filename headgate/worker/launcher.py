@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from headgate.config import ConfigError, Settings
@@ -61,8 +62,10 @@ def import_object(ref: str) -> Any:
     return obj
 
 
-def load_worker(ref: str, store_url: str | None, env: Mapping[str, str] | None = None
-                ) -> Worker:
+def load_worker(ref: str, store_url: str | None, env: Mapping[str, str] | None = None,
+                *, migrate: bool | None = None) -> Worker:
+    """``migrate`` (None: ``HG_MIGRATE``) says whether opening the store applies pending
+    migrations; a Worker instance opened its own store, so it cannot take either."""
     obj = import_object(ref)
     if isinstance(obj, Worker):
         if store_url:
@@ -70,12 +73,20 @@ def load_worker(ref: str, store_url: str | None, env: Mapping[str, str] | None =
                 f"{ref} is a Worker with its own store; --store cannot replace it. Point "
                 "--app at a function that takes a store and returns a Worker instead."
             )
+        if migrate is not None:
+            raise ConfigError(
+                f"{ref} is a Worker with its own store, already open; --migrate/"
+                "--no-migrate cannot apply to it. Point --app at a function that takes "
+                "a store and returns a Worker instead."
+            )
         return obj
     if not callable(obj):
         raise ConfigError(f"{ref} is neither a Worker nor a callable returning one")
     settings = Settings.from_env(env)
     if store_url:
         settings = settings.with_store_url(store_url)
+    if migrate is not None:
+        settings = replace(settings, migrate=migrate)
     store = open_store(settings.store_url(), **settings.store_options())
     worker = obj(store)
     if not isinstance(worker, Worker):
@@ -120,9 +131,10 @@ def run_worker(
     app: str, *, store_url: str | None = None, queues: str | None = None,
     concurrency: int | None = None, lease_ms: int | None = None, drain_ms: int | None = None,
     duties: bool | None = None, isolated: bool | None = None, worker_id: str | None = None,
+    migrate: bool | None = None,
 ) -> int:
     """Everything ``headgate worker`` does after parsing flags; returns the exit code."""
-    worker = load_worker(app, store_url)
+    worker = load_worker(app, store_url, migrate=migrate)
     if lease_ms is None:
         lease_ms = env_lease_ms()
     worker.configure(

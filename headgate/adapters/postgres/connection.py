@@ -192,7 +192,20 @@ class PgDatabase:
         return self.version()
 
     def version(self) -> int:
-        return int(self.query("SELECT coalesce(max(version), 0) FROM schema_migrations")[0][0])
+        return max(self.applied_versions(), default=0)
+
+    def applied_versions(self) -> set[int]:
+        """The migrations recorded in this database; empty when the runner never touched
+        it (so opening without migrating can say what is missing)."""
+        with self.read() as conn:
+            if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
+                return set()
+            return {int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
 
     def close(self) -> None:
         self.pool.close()
+
+
+def known_versions() -> set[int]:
+    """The migration numbers this code ships."""
+    return {int(p.name.split("_", 1)[0]) for p in MIGRATIONS_DIR.glob("[0-9]*.sql")}

@@ -140,10 +140,14 @@ class Database:
     def migrate(self) -> int:
         """Apply numbered files from db/sqlite that are newer than the recorded version."""
         conn = self.connection()
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations "
-            "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at_ms INTEGER NOT NULL)"
-        )
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                "applied_at_ms INTEGER NOT NULL)"
+            )
+        except sqlite3.Error as exc:  # e.g. a file that is not a database, or read-only
+            raise _unavailable(exc) from exc
         for path in sorted(MIGRATIONS_DIR.glob("[0-9]*.sql")):
             version = int(path.name.split("_", 1)[0])
             with self.write() as (wconn, now):
@@ -161,8 +165,22 @@ class Database:
         return self.version()
 
     def version(self) -> int:
-        row = self.connection().execute("SELECT max(version) FROM schema_migrations").fetchone()
-        return int(row[0] or 0)
+        return max(self.applied_versions(), default=0)
+
+    def applied_versions(self) -> set[int]:
+        """The migrations recorded in this file; empty when the runner never touched it
+        (so opening without migrating can say what is missing instead of failing on
+        the first query)."""
+        try:
+            conn = self.connection()
+            table = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+            ).fetchone()
+            if table is None:
+                return set()
+            return {int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
+        except sqlite3.Error as exc:
+            raise _unavailable(exc) from exc
 
     def close(self) -> None:
         self.checkpointer.close()
@@ -176,6 +194,11 @@ class Database:
         self._local = threading.local()
         with self._probe_lock:
             self._probe = None
+
+
+def known_versions() -> set[int]:
+    """The migration numbers this code ships."""
+    return {int(p.name.split("_", 1)[0]) for p in MIGRATIONS_DIR.glob("[0-9]*.sql")}
 
 
 def _split_sql(text: str) -> list[str]:
