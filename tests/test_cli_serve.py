@@ -102,3 +102,44 @@ def test_serve_refuses_non_loopback_without_auth(tmp_path: Path, command: str) -
     assert "HG_API_ALLOW_REMOTE=1" in result.stderr
     # Refused before touching a store.
     assert not list(tmp_path.glob("*.db")), list(tmp_path.iterdir())
+
+
+LOG_LINE = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING) headgate\.duties: "
+
+
+def test_serve_logs_headgate_lines_with_time_and_level_and_no_apscheduler_flood(
+        tmp_path: Path) -> None:
+    """A duty blocked behind another process's write lock outlives its 1 s interval:
+    APScheduler would then warn "Execution of job … skipped" on every tick."""
+    import re
+    import sqlite3
+
+    port = 18981
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [*_headgate_cmd(), "serve", "--addr", f"127.0.0.1:{port}"],
+            env=_env(tmp_path), cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while "duties:" not in log_path.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"serve logged no duties line:\n{log_path.read_text()}")
+            time.sleep(0.1)
+        blocker = sqlite3.connect(tmp_path / "serve.db", isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        time.sleep(7)  # past the store's 5 s busy timeout, several duty intervals
+        blocker.execute("COMMIT")
+        blocker.close()
+        time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=STOP_TIMEOUT_S) == 0, log_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log_path.read_text()
+    assert re.search(LOG_LINE + r"duties: \S+ started", text), text
+    assert re.search(LOG_LINE + r"duty \w+: claim failed", text), text
+    assert "skipped: maximum number of running instances" not in text, text
