@@ -103,6 +103,14 @@ def isolated_hang(job: Job, ctx: JobContext) -> None:
     time.sleep(60)
 
 
+def isolated_hang_pid(job: Job, ctx: JobContext) -> None:
+    """isolated_hang that writes its pid to the file its payload names (a forkserver
+    started by an earlier test does not see a later HG_TEST_DIR)."""
+    Path(job.payload.decode()).write_text(str(os.getpid()))
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(60)
+
+
 def isolated_chatty(job: Job, ctx: JobContext) -> None:
     """Ignores SIGTERM and logs every few milliseconds: a busy pipe must not hide the
     parent's kill timer."""
@@ -140,6 +148,7 @@ def register_all(worker: Worker) -> Worker:
     worker.register("isolated-crash", isolated_crash, isolated=True)
     worker.register("isolated-hang", isolated_hang, isolated=True)
     worker.register("isolated-chatty", isolated_chatty, isolated=True)
+    worker.register("isolated-hang-pid", isolated_hang_pid, isolated=True)
     worker.register("oversized-progress", oversized_progress)
     worker.register("isolated-oversized-progress", oversized_progress, isolated=True)
     return worker

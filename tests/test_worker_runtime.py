@@ -425,16 +425,14 @@ def test_a_stale_attempt_is_stopped_without_touching_the_new_attempt_of_its_job(
 
 
 def test_a_stop_hands_an_isolated_job_back_only_after_its_child_is_gone(
-    store: Store, make_worker: Callable[..., Worker], tmp_path: Any,
-    monkeypatch: pytest.MonkeyPatch,
+    store: Store, make_worker: Callable[..., Worker], tmp_path: Any
 ) -> None:
     """Released while its child still ran, the job could be taken and run by another
     worker at the same time (the child ignores SIGTERM until the kill grace is over)."""
-    monkeypatch.setenv("HG_TEST_DIR", str(tmp_path))
+    marker = tmp_path / "child.pid"
     worker = make_worker(kill_grace_ms=1_000)
-    job_id = headgate.Client(store).enqueue("isolated-hang", b"")
+    job_id = headgate.Client(store).enqueue("isolated-hang-pid", str(marker).encode())
     worker.start()
-    marker = tmp_path / f"{job_id}.started"
     wait_for(marker.exists, 20, "the child to start")
     child = int(marker.read_text())
     seen: list[bool] = []  # was the child alive when the store first said available?

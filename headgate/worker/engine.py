@@ -186,7 +186,14 @@ class Engine:
         result: list[int] = []
 
         def finish_now() -> None:
-            self.acks.write(self.acks.take())  # finished work is not re-run
+            # Finished work is not re-run: its acks (ours, or the dispatcher's batch in
+            # flight) get a moment, as releases do.
+            give_up = time.monotonic() + 1.0
+            while time.monotonic() < give_up:
+                self.acks.write(self.acks.take())
+                if not any(a.acking for a in self.inflight.all()):
+                    break
+                time.sleep(0.02)
             result.append(self.keeper.release(self.inflight.unsettled(), retry_for_s=2.0))
 
         helper = threading.Thread(target=finish_now, name="headgate-abort", daemon=True)
