@@ -81,7 +81,12 @@ def on_store_ready(app: flask.Flask, store: object) -> None:
     """Start what needs the store: the SSE broadcaster and the operations runner."""
     state = api_state(app)
     if state.broadcaster is None:
-        state.broadcaster = _events.EventBroadcaster(store.activity)  # type: ignore[attr-defined]
+        # SQLite's signal hears only this process: the broadcaster also watches the
+        # store for commits of workers and producers elsewhere.
+        state.broadcaster = _events.EventBroadcaster(
+            store.activity,  # type: ignore[attr-defined]
+            foreign=_events.ForeignChanges.of(store),
+        )
     if state.runner is None and app.extensions.get("headgate.api.background", True):
         state.runner = operations.OperationsRunner(store)  # type: ignore[arg-type]
         state.runner.start()

@@ -2,12 +2,19 @@
 polling).
 
 One broadcaster per app subscribes to the store's activity signal (`store.activity`,
-fed after every commit, and from LISTEN on PostgreSQL) — nothing here queries the
-database, however many clients are connected. It coalesces activity over 200 ms into
-one `queue_activity` event carrying the distinct queue names, numbers it, and keeps the
-last RING_SIZE events so a client reconnecting with `Last-Event-ID` gets what it missed
-(the run-server seed's replay on attach). Each client gets a `:hb` comment after 15 s
-of silence, so proxies keep the connection and the client notices a dead one.
+fed after every commit, and from LISTEN on PostgreSQL). It coalesces activity over
+200 ms into one `queue_activity` event carrying the distinct queue names, numbers it,
+and keeps the last RING_SIZE events so a client reconnecting with `Last-Event-ID` gets
+what it missed (the run-server seed's replay on attach). Each client gets a `:hb`
+comment after 15 s of silence, so proxies keep the connection and the client notices a
+dead one.
+
+The activity signal only carries this process's commits on SQLite, and workers and
+producers normally run in other processes. So while at least one stream is open, the
+broadcaster's own thread also watches the store's `change_token()` (see
+`ForeignChanges`): one look every POLL_S for the whole app, however many clients are
+connected, and no look at all while nobody is. PostgreSQL has no token: LISTEN already
+brings other processes' activity into the signal.
 
 Event ids are `boot_ms * 1000 + n`: increasing within a process and across restarts,
 so an id from before a restart is recognisably older than anything in the ring. When a
@@ -19,10 +26,12 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import flask
 
@@ -34,12 +43,106 @@ from .context import api_state
 COALESCE_S = 0.2
 KEEPALIVE_S = 15.0
 RING_SIZE = 256
+POLL_S = 0.5
+ATTACH_WAIT_S = 2.0
+HISTORY_QUEUES_MAX = 256
+MINUTE_MS = 60_000
+
+log = logging.getLogger("headgate.api.events")
+
+# Per queue: (state counters and settings, history bucket -> counters or None if unread).
+QueueMark = tuple[tuple[object, ...], dict[int, tuple[int, ...]] | None]
+
+
+class ForeignChanges:
+    """Which queues were changed by commits this process's activity signal never heard
+    (other processes on the same SQLite file).
+
+    `change_token()` (SQLite's `PRAGMA data_version`: microseconds, no lock) says
+    whether anything committed since the last look; only then are the queues compared:
+    each one's state counters and settings (`queue_stats`, one read) and the arrived,
+    completed, failed and rejection counters of its last two history buckets (one small
+    read per queue, skipped beyond HISTORY_QUEUES_MAX queues). The history is what
+    catches a job enqueued and finished between two looks with retention 0: its state
+    counters are back where they were, its queue's `completed` is not. A queue that
+    appeared or disappeared counts as changed.
+
+    A commit that moves none of those (heartbeats, progress, lease renewals, rate
+    classes, schedules) names no queue and yields no event. A `queue_activity` client
+    refetches what the named queues show; an event naming nothing after every worker
+    heartbeat would only make it refetch everything, several times a second, for
+    nothing. The in-process signal still reports this process's such commits.
+    """
+
+    def __init__(self, store: Any, token: Callable[[], object],
+                 history_queues_max: int = HISTORY_QUEUES_MAX) -> None:
+        self.store = store
+        self.token = token
+        self.history_queues_max = history_queues_max
+        self._token: object = None
+        self._marks: dict[str, QueueMark] | None = None
+
+    @classmethod
+    def of(cls, store: Any) -> ForeignChanges | None:
+        """None for a backend whose activity signal already hears everyone."""
+        token = getattr(store, "change_token", None)
+        return cls(store, token) if callable(token) else None
+
+    def changed(self) -> set[str]:
+        """Queues changed since the previous call (nothing on the first: the baseline).
+
+        The token is read before the queues, so a commit between the two is either in
+        this comparison or leaves the token moved for the next one — never lost."""
+        token = self.token()
+        if self._marks is not None and token == self._token:
+            return set()
+        marks = self._read()
+        before, self._marks, self._token = self._marks, marks, token
+        return set() if before is None else _diff(before, marks)
+
+    def _read(self) -> dict[str, QueueMark]:
+        stats = self.store.queue_stats()
+        since = self.store.now_ms() // MINUTE_MS * MINUTE_MS - MINUTE_MS
+        read_history = len(stats) <= self.history_queues_max
+        marks: dict[str, QueueMark] = {}
+        for s in stats:
+            name = s["queue"]
+            settings = (tuple(sorted(s["by_state"].items())), s["paused"], s["weight"],
+                        s["max_unfinished_jobs"])
+            buckets: dict[int, tuple[int, ...]] | None = None
+            if read_history:
+                buckets = {}
+                for b in self.store.history(name, since, MINUTE_MS):
+                    rejections = b.get("admission_rejections") or {}
+                    buckets[b["at_ms"]] = (
+                        int(b["arrived"]), int(b["completed"]), int(b["failed"]),
+                        *(int(rejections[k]) for k in sorted(rejections)))
+            marks[name] = (settings, buckets)
+        return marks
+
+
+def _diff(before: dict[str, QueueMark], after: dict[str, QueueMark]) -> set[str]:
+    changed = set(before.keys() ^ after.keys())
+    for name in before.keys() & after.keys():
+        (old_settings, old_buckets), (new_settings, new_buckets) = before[name], after[name]
+        if old_settings != new_settings:
+            changed.add(name)
+        elif old_buckets is not None and new_buckets is not None:
+            # A bucket the earlier look did not see had all-zero counters then; one that
+            # aged out of the window since (or was pruned) says nothing.
+            for at, counters in new_buckets.items():
+                if old_buckets.get(at, (0,) * len(counters)) != counters:
+                    changed.add(name)
+                    break
+    return changed
 
 
 class EventBroadcaster:
     def __init__(self, hub: ActivityHub, coalesce_s: float = COALESCE_S,
-                 ring_size: int = RING_SIZE) -> None:
+                 ring_size: int = RING_SIZE, *, foreign: ForeignChanges | None = None,
+                 poll_s: float = POLL_S) -> None:
         self.coalesce_s = coalesce_s
+        self.poll_s = poll_s
         self.base = int(time.time() * 1000) * 1000
         self._last_id = self.base
         self._pending: set[str] = set()
@@ -48,6 +151,13 @@ class EventBroadcaster:
         self._ring: collections.deque[tuple[int, tuple[str, ...]]] = collections.deque(
             maxlen=ring_size
         )
+        self._foreign = foreign
+        self._streams = 0
+        self._next_poll = 0.0
+        self._first_look = False
+        # Queues announced while no stream was open (so without a look at the store):
+        # the look on the next attach must not announce them a second time.
+        self._announced_unseen: set[str] = set()
         self._stop = threading.Event()
         self._unsubscribe = hub.subscribe(self._on_activity)
         self._thread = threading.Thread(target=self._run, name="headgate-sse", daemon=True)
@@ -61,24 +171,95 @@ class EventBroadcaster:
                 self._pending_since = time.monotonic()
             self._lock.notify_all()
 
+    def attach(self) -> None:
+        """A stream opened. The first one makes the thread look at the store at once,
+        and waits (briefly) for that look: other processes' commits while nobody
+        listened become one event, which a client resuming with Last-Event-ID receives
+        after its replay, and every commit after the client saw `: connected` is
+        compared against a state from before it."""
+        with self._lock:
+            self._streams += 1
+            if self._foreign is None:
+                return
+            if self._streams == 1:
+                self._next_poll = 0.0
+                self._first_look = True
+                self._lock.notify_all()
+            deadline = time.monotonic() + ATTACH_WAIT_S
+            while self._first_look and not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._lock.wait(left)
+
+    def detach(self) -> None:
+        with self._lock:
+            self._streams -= 1
+
+    def _polling(self) -> bool:
+        return self._foreign is not None and self._streams > 0
+
     def _run(self) -> None:
         while not self._stop.is_set():
             with self._lock:
                 while self._pending_since is None and not self._stop.is_set():
-                    self._lock.wait(1.0)
+                    if not self._polling():
+                        self._lock.wait(1.0)
+                        continue
+                    left = self._next_poll - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._lock.wait(left)
                 if self._stop.is_set():
                     return
-                since = self._pending_since or time.monotonic()
+                since = self._pending_since
+            if since is None:
+                self._poll()
+                continue
             left = since + self.coalesce_s - time.monotonic()
             if left > 0 and self._stop.wait(left):
                 return
-            with self._lock:
-                queues = tuple(sorted(self._pending))
-                self._pending = set()
-                self._pending_since = None
-                self._last_id += 1
-                self._ring.append((self._last_id, queues))
-                self._lock.notify_all()
+            self._emit()
+
+    def _poll(self) -> None:
+        queues = self._foreign_queues()
+        self._next_poll = time.monotonic() + self.poll_s
+        if queues:
+            self._on_activity(frozenset(queues))  # coalesced like the signal's
+
+    def _emit(self) -> None:
+        with self._lock:
+            queues = self._pending
+            self._pending = set()
+            self._pending_since = None
+            polling = self._polling()
+        foreign: set[str] = set()
+        if polling:
+            # Also a look at the store: foreign commits so far join this event, and the
+            # next look compares against a state that already holds these queues' news.
+            foreign = self._foreign_queues()
+            self._next_poll = time.monotonic() + self.poll_s
+        elif self._foreign is not None:
+            self._announced_unseen |= queues
+        with self._lock:
+            # Heard from this process meanwhile: named by the next event anyway.
+            queues |= foreign - self._pending
+            self._last_id += 1
+            self._ring.append((self._last_id, tuple(sorted(queues))))
+            self._lock.notify_all()
+
+    def _foreign_queues(self) -> set[str]:
+        assert self._foreign is not None
+        try:
+            queues = self._foreign.changed() - self._announced_unseen
+            self._announced_unseen = set()
+        except Exception:  # noqa: BLE001 - a failed look must not end the stream
+            log.warning("looking for other processes' activity failed", exc_info=True)
+            queues = set()
+        with self._lock:
+            self._first_look = False
+            self._lock.notify_all()
+        return queues
 
     @property
     def last_id(self) -> int:
@@ -131,22 +312,28 @@ def _parse_last_event_id(raw: str | None) -> int | None:
 
 def stream(broadcaster: EventBroadcaster, last_event_id: int | None,
            keepalive_s: float = KEEPALIVE_S) -> Iterator[str]:
-    # A first comment flushes the headers so the client knows it is attached.
-    yield ": connected\nretry: 2000\n\n"
-    cursor = broadcaster.last_id if last_event_id is None else last_event_id
-    while not broadcaster.stopped:
-        gap, events = broadcaster.replay_after(cursor)
-        if gap:
-            # Missed more than the ring holds (or across a restart): say so once.
-            cursor = broadcaster.last_id if not events else events[0][0] - 1
-            yield f"id: {cursor}\nevent: resync\ndata: {{}}\n\n"
-        for event_id, queues in events:
-            yield _frame(event_id, queues)
-            cursor = event_id
-        if not broadcaster.wait_for(cursor, keepalive_s):
-            if broadcaster.stopped:
-                return
-            yield ":hb\n\n"
+    # The server closes this generator when the client goes (at the latest on the next
+    # keepalive), which ends the broadcaster's looks at the store with the last stream.
+    broadcaster.attach()
+    try:
+        # A first comment flushes the headers so the client knows it is attached.
+        yield ": connected\nretry: 2000\n\n"
+        cursor = broadcaster.last_id if last_event_id is None else last_event_id
+        while not broadcaster.stopped:
+            gap, events = broadcaster.replay_after(cursor)
+            if gap:
+                # Missed more than the ring holds (or across a restart): say so once.
+                cursor = broadcaster.last_id if not events else events[0][0] - 1
+                yield f"id: {cursor}\nevent: resync\ndata: {{}}\n\n"
+            for event_id, queues in events:
+                yield _frame(event_id, queues)
+                cursor = event_id
+            if not broadcaster.wait_for(cursor, keepalive_s):
+                if broadcaster.stopped:
+                    return
+                yield ":hb\n\n"
+    finally:
+        broadcaster.detach()
 
 
 @bp.get("/events")
