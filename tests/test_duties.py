@@ -415,8 +415,10 @@ def test_two_schedulers_enqueue_each_backfilled_tick_exactly_once(
         runners[0].start()
         time.sleep(0.2)
         runners[1].start()
+        # Caught up: each schedule within two ticks of now (at @every:100 a loaded
+        # machine may never see all three ahead of the clock at once).
         wait_for(lambda: all(
-            store.get_schedule(f"s{i}")["next_run_ms"] > store.now_ms()  # type: ignore[index]
+            store.get_schedule(f"s{i}")["next_run_ms"] > store.now_ms() - 200  # type: ignore[index]
             for i in range(3)), 20)
         time.sleep(0.3)
     finally:
