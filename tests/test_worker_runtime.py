@@ -7,8 +7,10 @@ Workers here run in a background thread of the test process against the shared
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -64,6 +66,18 @@ class Gate:
                 self.saw_cancel[job.id] = ctx.cancel_reason
                 break
         return b"gate passed"
+
+
+@contextlib.contextmanager
+def sqlite_write_lock(store_url: str) -> Iterator[None]:
+    """Another connection holds SQLite's lock: the store can write nothing meanwhile."""
+    lock = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
+    lock.execute("BEGIN EXCLUSIVE")
+    try:
+        yield
+    finally:
+        lock.execute("COMMIT")
+        lock.close()
 
 
 def worker_row(store: Store, worker: Worker) -> dict:
@@ -361,8 +375,6 @@ def test_claims_an_admit_makes_as_the_drain_begins_go_back_uncharged(
     leases expire (each charged a crash)."""
     if backend != "sqlite":
         pytest.skip("takes SQLite's write lock")
-    import sqlite3
-
     store = headgate.open_store(store_url)
     ran: list[str] = []
     worker = Worker(store, concurrency=2, **{**FAST, "poll_ceiling_ms": 20})
@@ -538,8 +550,6 @@ def test_a_locked_database_makes_the_worker_back_off_and_continue(
 ) -> None:
     if backend != "sqlite":
         pytest.skip("takes SQLite's write lock")
-    import sqlite3
-
     caplog.set_level(logging.INFO, logger="headgate.worker")
     impatient = headgate.open_store(store_url, busy_timeout_ms=50)
     gate = Gate()
@@ -550,12 +560,9 @@ def test_a_locked_database_makes_the_worker_back_off_and_continue(
     worker.start()
     try:
         wait_for(lambda: gate.started, 10, "the job to start")
-        lock = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
-        lock.execute("BEGIN EXCLUSIVE")
-        gate.open.set()  # it finishes while its ack cannot be written
-        time.sleep(1.0)  # admits, acks and heartbeats fail meanwhile
-        lock.execute("COMMIT")
-        lock.close()
+        with sqlite_write_lock(store_url):
+            gate.open.set()  # it finishes while its ack cannot be written
+            time.sleep(1.0)  # admits, acks and heartbeats fail meanwhile
         wait_for(lambda: state_of(impatient, running) is State.COMPLETED, 10,
                  "the delayed ack to be written")
         later = client.enqueue("ok", b"")
@@ -579,8 +586,6 @@ def test_an_ack_held_back_past_its_lease_is_still_written_when_the_store_returns
     an outage longer than a lease must not turn finished work into a re-run."""
     if backend != "sqlite":
         pytest.skip("takes SQLite's write lock")
-    import sqlite3
-
     impatient = headgate.open_store(store_url, busy_timeout_ms=50)
     gate = Gate()
     worker = Worker(impatient, concurrency=1, **{**FAST, "lease_ms": 600})
@@ -589,12 +594,9 @@ def test_an_ack_held_back_past_its_lease_is_still_written_when_the_store_returns
     worker.start()
     try:
         wait_for(lambda: gate.started, 10, "the job to start")
-        lock = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
-        lock.execute("BEGIN EXCLUSIVE")
-        gate.open.set()  # it finishes while nothing can be written
-        time.sleep(1.5)  # well past its 600 ms lease
-        lock.execute("COMMIT")
-        lock.close()
+        with sqlite_write_lock(store_url):
+            gate.open.set()  # it finishes while nothing can be written
+            time.sleep(1.5)  # well past its 600 ms lease
         wait_for(lambda: state_of(impatient, job_id) is State.COMPLETED, 10, "the ack")
         job = impatient.get_job(job_id)
         assert (job.attempt, job.crash_attempt, job.fence) == (0, 0, 1)
@@ -611,8 +613,6 @@ def test_an_emergency_stop_writes_the_acks_already_decided(
     waiting for the store) is recorded, not left to expire and run again."""
     if backend != "sqlite":
         pytest.skip("takes SQLite's write lock")
-    import sqlite3
-
     impatient = headgate.open_store(store_url, busy_timeout_ms=50)
     gate = Gate()
     worker = Worker(impatient, concurrency=2, **FAST)
@@ -622,12 +622,9 @@ def test_an_emergency_stop_writes_the_acks_already_decided(
     worker.start()
     try:
         wait_for(lambda: gate.started, 10, "the job to start")
-        lock = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
-        lock.execute("BEGIN EXCLUSIVE")
-        gate.open.set()  # it finishes; its ack is refused, and retried ever more slowly
-        time.sleep(2.0)  # the dispatcher's next retry is ~0.5 s or more away
-        lock.execute("COMMIT")
-        lock.close()
+        with sqlite_write_lock(store_url):
+            gate.open.set()  # it finishes; its ack is refused, and retried ever more slowly
+            time.sleep(2.0)  # the dispatcher's next retry is ~0.5 s or more away
         worker.abort()
         job = impatient.get_job(finished)
         assert job.state is State.COMPLETED, job.state
