@@ -6,7 +6,7 @@ Other subcommands (``worker``, ``demo``, ``bench``) attach to the same ``main`` 
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 import click
@@ -145,19 +145,74 @@ def main() -> None:
     help="Run the background duties (reclaimer, promoter, periodic scheduler, retention, "
     "operations, worker aging, history) under duty leases.",
 )
+@click.option(
+    "--workers",
+    "workers",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Also run a worker with this many handler threads in the server process "
+    "(needs --app).",
+)
+@click.option("--app", "app_ref", default=None, metavar="MODULE:FACTORY",
+              help="With --workers: a callable taking a store and returning a Worker.")
+@click.option("--drain-ms", type=click.IntRange(min=0), default=30_000, show_default=True,
+              help="With --workers: on SIGTERM/SIGINT, how long in-flight jobs may finish "
+                   "before they are released.")
 @migrate_option
 @log_level_option
 def serve(addr: str | None, store_url: str | None, threads: int, duties: bool,
-          migrate: bool | None, log_level: str) -> None:
-    """Run the API server (gunicorn, one process, gthread workers). Exit codes: 0 after
-    SIGTERM/SIGINT, 2 for configuration errors, 69 when the store is unavailable
-    (unreachable, not a database, its schema newer than this headgate, or behind it with
-    migrations off)."""
+          workers: int, app_ref: str | None, drain_ms: int, migrate: bool | None,
+          log_level: str) -> None:
+    """Run the API server (gunicorn, one process, gthread workers), optionally with an
+    in-process worker (--workers N --app). Exit codes: 0 after SIGTERM/SIGINT, 2 for
+    configuration errors, 69 when the store is unavailable (unreachable, not a database,
+    its schema newer than this headgate, or behind it with migrations off)."""
     settings = _settings(store_url, migrate)
     addr = _bind_addr(settings, addr)
+    pool = _worker_pool(workers, app_ref, drain_ms)
     _configure_logging(log_level)
     _check_store(settings)
-    _run_gunicorn(replace(settings, api_addr=addr), threads, duties)
+    _run_gunicorn(replace(settings, api_addr=addr), threads, duties, pool)
+
+
+@dataclass(frozen=True)
+class _WorkerPool:
+    """`serve --workers N --app REF`: a worker run inside the server process."""
+
+    app_ref: str
+    concurrency: int
+    drain_ms: int
+
+    def start(self, settings: Settings) -> Any:
+        from headgate.worker.launcher import load_worker
+
+        worker = load_worker(self.app_ref, settings.store_url(), migrate=settings.migrate)
+        worker.configure(concurrency=self.concurrency, drain_ms=self.drain_ms)
+        return worker.start()
+
+
+def _worker_pool(workers: int, app_ref: str | None, drain_ms: int) -> _WorkerPool | None:
+    """Checked before the server starts: a wrong --app fails the command, not the
+    gunicorn worker after fork."""
+    if not workers:
+        if app_ref is not None:
+            _fail("--app needs --workers N")
+        return None
+    if app_ref is None:
+        _fail("--workers needs --app MODULE:FACTORY (a callable taking a store and "
+              "returning a Worker)")
+    from headgate.worker import Worker
+    from headgate.worker.launcher import import_object
+
+    try:
+        factory = import_object(app_ref)
+    except ConfigError as exc:
+        _fail(str(exc))
+    if isinstance(factory, Worker) or not callable(factory):
+        _fail(f"{app_ref} must be a callable taking a store and returning a Worker: the "
+              "server's worker uses the server's store")
+    return _WorkerPool(app_ref, workers, drain_ms)
 
 
 def _start_duties(app: Any, store: Any) -> Any:
@@ -177,7 +232,8 @@ def _start_duties(app: Any, store: Any) -> Any:
     return runner
 
 
-def _run_gunicorn(settings: Settings, threads: int, duties: bool = True) -> None:
+def _run_gunicorn(settings: Settings, threads: int, duties: bool = True,
+                  pool: _WorkerPool | None = None) -> None:
     # Imported here so `headgate migrate` and `--help` stay light.
     from gunicorn.app.base import BaseApplication
 
@@ -191,19 +247,25 @@ def _run_gunicorn(settings: Settings, threads: int, duties: bool = True) -> None
                 "worker_class": "gthread",
                 "threads": threads,
                 "timeout": WORKER_TIMEOUT_S,
-                "graceful_timeout": GRACEFUL_TIMEOUT_S,
+                # An in-process worker drains after the requests, within this bound.
+                "graceful_timeout": GRACEFUL_TIMEOUT_S + (
+                    -(-pool.drain_ms // 1000) + 5 if pool is not None else 0),
                 "proc_name": "headgate",
                 # Default control socket is one fixed path per user: two servers
                 # (or parallel tests) would fight over it, and we don't use it.
                 "control_socket_disable": True,
                 # In the worker process, on its way out: step down from duty leases
                 # so another server takes over on its next tick, not after the TTL.
-                "worker_exit": lambda server, worker: self._stop_duties(),
+                "worker_exit": lambda server, worker: self._stop(),
             }
             self._duties: Any = None
+            self._worker: Any = None
             super().__init__()
 
-        def _stop_duties(self) -> None:
+        def _stop(self) -> None:
+            if self._worker is not None:  # drain first: its jobs may need the duties
+                self._worker.stop(pool.drain_ms if pool is not None else None,
+                                  timeout=GRACEFUL_TIMEOUT_S + 30)
             if self._duties is not None:
                 self._duties.stop()
 
@@ -220,6 +282,8 @@ def _run_gunicorn(settings: Settings, threads: int, duties: bool = True) -> None
             store = get_store(app)
             if duties:
                 self._duties = _start_duties(app, store)
+            if pool is not None:
+                self._worker = pool.start(settings)
             return app
 
     _Server().run()

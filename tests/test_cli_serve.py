@@ -143,3 +143,87 @@ def test_serve_logs_headgate_lines_with_time_and_level_and_no_apscheduler_flood(
     assert re.search(LOG_LINE + r"duties: \S+ started", text), text
     assert re.search(LOG_LINE + r"duty \w+: claim failed", text), text
     assert "skipped: maximum number of running instances" not in text, text
+
+
+def test_serve_with_workers_runs_jobs_in_process_and_drains_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    """SPEC §12: `--workers N` runs a worker pool in the server process. Jobs posted to
+    the API get done; SIGTERM releases what still runs, uncharged, and exits 0."""
+    import json
+
+    import headgate
+
+    tests_dir = Path(__file__).resolve().parent
+    port = _free_port()
+    env = _env(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join([str(tests_dir), env.get("PYTHONPATH", "")])
+    env["HG_TEST_DIR"] = str(tmp_path)
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [*_headgate_cmd(), "serve", "--addr", f"127.0.0.1:{port}", "--workers", "2",
+             "--app", "test_worker_app:make_worker", "--drain-ms", "300"],
+            env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}/api/v1"
+
+    def post_job(kind: str, key: str) -> str:
+        req = urllib.request.Request(
+            f"{base}/jobs", data=json.dumps({"kind": kind, "payload": ""}).encode(),
+            headers={"Content-Type": "application/json", "Idempotency-Key": key},
+            method="POST")
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.loads(resp.read())["id"]
+
+    store = headgate.open_store(f"sqlite:///{tmp_path / 'serve.db'}")
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"serve exited {proc.returncode}:\n{log_path.read_text()}")
+            try:
+                _get(f"http://127.0.0.1:{port}/readyz")
+                break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"not ready:\n{log_path.read_text()}")
+                time.sleep(0.1)
+        done = [post_job("ok", f"ok-{i}") for i in range(5)]
+        blocked = post_job("block", "block-1")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (
+            all(store.get_job(j).state is headgate.State.COMPLETED for j in done)
+            and (tmp_path / f"{blocked}.started").exists()
+        ):
+            time.sleep(0.05)
+        assert all(store.get_job(j).state is headgate.State.COMPLETED for j in done), \
+            log_path.read_text()
+        assert (tmp_path / f"{blocked}.started").exists(), log_path.read_text()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=STOP_TIMEOUT_S + 5) == 0, log_path.read_text()
+        job = store.get_job(blocked)
+        assert job.state is headgate.State.AVAILABLE, log_path.read_text()
+        assert (job.attempt, job.crash_attempt) == (0, 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        store.close()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--workers", "2"], "--workers needs --app"),
+    (["--app", "test_worker_app:make_worker"], "--app needs --workers"),
+    (["--workers", "1", "--app", "test_worker_app:no_such"], "no_such"),
+])
+def test_serve_refuses_a_worker_pool_it_cannot_build(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    env = _env(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(__file__).resolve().parent), env.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [*_headgate_cmd(), "serve", "--addr", f"127.0.0.1:{_free_port()}", *args],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
