@@ -396,3 +396,35 @@ def demo(db_path: str, fresh: bool, addr: str | None, with_workers: bool,
 
 if __name__ == "__main__":
     main()
+
+
+# `headgate bench NAME …`: the repository's benchmarks (bench/), which stay scripts so
+# they can import the peer harness by path and run without the package installed.
+BENCHMARKS = {
+    "api": "api.py",
+    "engine": "engine.py",
+    "inspect": "inspection.py",
+    "peers": "peers_headgate.py",
+    "reliability": "reliability.py",
+    "worker": "worker.py",
+}
+
+
+@main.command(context_settings={"ignore_unknown_options": True,
+                                "allow_interspersed_args": False})
+@click.argument("name", type=click.Choice(sorted(BENCHMARKS)))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def bench(name: str, args: tuple[str, ...]) -> None:
+    """Run one of the benchmarks in the checkout's bench/ folder (JSON medians on
+    stdout); ARGS go to it (`headgate bench engine --help`). bench/compare.sh runs
+    headgate beside the peers. Exit codes: the benchmark's, 2 outside a checkout."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "bench" / BENCHMARKS[name]
+    if not script.exists():
+        _fail(f"{script} not found: benchmarks run from a headgate checkout")
+    code = subprocess.call([sys.executable, str(script), *args], cwd=script.parent.parent)
+    click.get_current_context().exit(code)
+

@@ -227,3 +227,20 @@ def test_serve_refuses_a_worker_pool_it_cannot_build(
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
+
+
+def test_headgate_bench_runs_a_benchmark_of_the_checkout(tmp_path: Path) -> None:
+    """SPEC §2 lists `headgate bench`: it runs bench/NAME.py, whose last line is JSON."""
+    import json
+
+    result = subprocess.run(
+        [*_headgate_cmd(), "bench", "engine", "--metric", "single_enqueue",
+         "--variant", "plain", "--n", "200", "--runs", "1"],
+        env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    line = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (line["metric"], line["n"], line["runs"]) == ("single_enqueue", 200, 1)
+    assert line["median"] > 0
+    refused = subprocess.run([*_headgate_cmd(), "bench", "nope"], env=_env(tmp_path),
+                             cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 2 and "nope" in refused.stderr
