@@ -579,6 +579,26 @@ def test_a_locked_database_makes_the_worker_back_off_and_continue(
         impatient.close()
 
 
+@contextlib.contextmanager
+def gated_job_on_an_impatient_store(
+    store_url: str, **options: Any
+) -> Iterator[tuple[Store, Gate, Worker, str]]:
+    """One gated job running on a worker whose store gives up on SQLite's lock after
+    50 ms; yields (store, gate, worker, job id) once the job has started."""
+    impatient = headgate.open_store(store_url, busy_timeout_ms=50)
+    gate = Gate()
+    worker = Worker(impatient, **{**FAST, **options})
+    worker.register("gate", gate)
+    job_id = headgate.Client(impatient).enqueue("gate", b"")
+    worker.start()
+    try:
+        wait_for(lambda: gate.started, 10, "the job to start")
+        yield impatient, gate, worker, job_id
+    finally:
+        worker.stop(drain_ms=0, timeout=15)
+        impatient.close()
+
+
 def test_an_ack_held_back_past_its_lease_is_still_written_when_the_store_returns(
     store_url: str, backend: str
 ) -> None:
@@ -586,14 +606,8 @@ def test_an_ack_held_back_past_its_lease_is_still_written_when_the_store_returns
     an outage longer than a lease must not turn finished work into a re-run."""
     if backend != "sqlite":
         pytest.skip("takes SQLite's write lock")
-    impatient = headgate.open_store(store_url, busy_timeout_ms=50)
-    gate = Gate()
-    worker = Worker(impatient, concurrency=1, **{**FAST, "lease_ms": 600})
-    worker.register("gate", gate)
-    job_id = headgate.Client(impatient).enqueue("gate", b"")
-    worker.start()
-    try:
-        wait_for(lambda: gate.started, 10, "the job to start")
+    with gated_job_on_an_impatient_store(store_url, concurrency=1, lease_ms=600) as (
+            impatient, gate, _, job_id):
         with sqlite_write_lock(store_url):
             gate.open.set()  # it finishes while nothing can be written
             time.sleep(1.5)  # well past its 600 ms lease
@@ -601,9 +615,6 @@ def test_an_ack_held_back_past_its_lease_is_still_written_when_the_store_returns
         job = impatient.get_job(job_id)
         assert (job.attempt, job.crash_attempt, job.fence) == (0, 0, 1)
         assert gate.started == [job_id]  # ran once
-    finally:
-        worker.stop(drain_ms=0, timeout=15)
-        impatient.close()
 
 
 def test_an_emergency_stop_writes_the_acks_already_decided(
@@ -613,15 +624,8 @@ def test_an_emergency_stop_writes_the_acks_already_decided(
     waiting for the store) is recorded, not left to expire and run again."""
     if backend != "sqlite":
         pytest.skip("takes SQLite's write lock")
-    impatient = headgate.open_store(store_url, busy_timeout_ms=50)
-    gate = Gate()
-    worker = Worker(impatient, concurrency=2, **FAST)
-    worker.register("gate", gate)
-    client = headgate.Client(impatient)
-    finished = client.enqueue("gate", b"")
-    worker.start()
-    try:
-        wait_for(lambda: gate.started, 10, "the job to start")
+    with gated_job_on_an_impatient_store(store_url, concurrency=2) as (
+            impatient, gate, worker, finished):
         with sqlite_write_lock(store_url):
             gate.open.set()  # it finishes; its ack is refused, and retried ever more slowly
             time.sleep(2.0)  # the dispatcher's next retry is ~0.5 s or more away
@@ -629,9 +633,6 @@ def test_an_emergency_stop_writes_the_acks_already_decided(
         job = impatient.get_job(finished)
         assert job.state is State.COMPLETED, job.state
         assert (job.attempt, job.crash_attempt) == (0, 0)
-    finally:
-        worker.stop(drain_ms=0, timeout=15)
-        impatient.close()
 
 
 def test_captured_log_lines_are_bounded_and_kept_with_the_failed_attempt(

@@ -45,13 +45,12 @@ KEEPALIVE_S = 15.0
 RING_SIZE = 256
 POLL_S = 0.5
 ATTACH_WAIT_S = 2.0
-HISTORY_QUEUES_MAX = 256
 MINUTE_MS = 60_000
 
 log = logging.getLogger("headgate.api.events")
 
-# Per queue: (state counters and settings, history bucket -> counters or None if unread).
-QueueMark = tuple[tuple[object, ...], dict[int, tuple[int, ...]] | None]
+# Per queue: (state counters and settings, history bucket -> counters).
+QueueMark = tuple[tuple[object, ...], dict[int, tuple[int, ...]]]
 
 
 class ForeignChanges:
@@ -61,8 +60,8 @@ class ForeignChanges:
     `change_token()` (SQLite's `PRAGMA data_version`: microseconds, no lock) says
     whether anything committed since the last look; only then are the queues compared:
     each one's state counters and settings (`queue_stats`, one read) and the arrived,
-    completed, failed and rejection counters of its last two history buckets (one small
-    read per queue, skipped beyond HISTORY_QUEUES_MAX queues). The history is what
+    completed, failed and rejection counters of its last two history buckets (one read
+    for all queues, `history_counters`). The history is what
     catches a job enqueued and finished between two looks with retention 0: its state
     counters are back where they were, its queue's `completed` is not. A queue that
     appeared or disappeared counts as changed.
@@ -74,11 +73,9 @@ class ForeignChanges:
     nothing. The in-process signal still reports this process's such commits.
     """
 
-    def __init__(self, store: Any, token: Callable[[], object],
-                 history_queues_max: int = HISTORY_QUEUES_MAX) -> None:
+    def __init__(self, store: Any, token: Callable[[], object]) -> None:
         self.store = store
         self.token = token
-        self.history_queues_max = history_queues_max
         self._token: object = None
         self._marks: dict[str, QueueMark] | None = None
 
@@ -103,22 +100,12 @@ class ForeignChanges:
     def _read(self) -> dict[str, QueueMark]:
         stats = self.store.queue_stats()
         since = self.store.now_ms() // MINUTE_MS * MINUTE_MS - MINUTE_MS
-        read_history = len(stats) <= self.history_queues_max
-        marks: dict[str, QueueMark] = {}
-        for s in stats:
-            name = s["queue"]
-            settings = (tuple(sorted(s["by_state"].items())), s["paused"], s["weight"],
-                        s["max_unfinished_jobs"])
-            buckets: dict[int, tuple[int, ...]] | None = None
-            if read_history:
-                buckets = {}
-                for b in self.store.history(name, since, MINUTE_MS):
-                    rejections = b.get("admission_rejections") or {}
-                    buckets[b["at_ms"]] = (
-                        int(b["arrived"]), int(b["completed"]), int(b["failed"]),
-                        *(int(rejections[k]) for k in sorted(rejections)))
-            marks[name] = (settings, buckets)
-        return marks
+        history = self.store.history_counters(since)
+        return {
+            s["queue"]: ((tuple(sorted(s["by_state"].items())), s["paused"], s["weight"],
+                          s["max_unfinished_jobs"]), history.get(s["queue"], {}))
+            for s in stats
+        }
 
 
 def _diff(before: dict[str, QueueMark], after: dict[str, QueueMark]) -> set[str]:
@@ -127,7 +114,7 @@ def _diff(before: dict[str, QueueMark], after: dict[str, QueueMark]) -> set[str]
         (old_settings, old_buckets), (new_settings, new_buckets) = before[name], after[name]
         if old_settings != new_settings:
             changed.add(name)
-        elif old_buckets is not None and new_buckets is not None:
+        else:
             # A bucket the earlier look did not see had all-zero counters then; one that
             # aged out of the window since (or was pruned) says nothing.
             for at, counters in new_buckets.items():

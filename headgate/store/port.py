@@ -284,6 +284,11 @@ class Store(ABC):
     @abstractmethod
     def history(self, queue: str, since_ms: int, bucket_ms: int) -> list[dict[str, Any]]: ...
 
+    @abstractmethod
+    def history_counters(self, since_ms: int) -> dict[str, dict[int, tuple[int, ...]]]:
+        """Every queue's per-minute counters since `since_ms` in one read: queue →
+        bucket start → (arrived, completed, failed, and the three rejection counts)."""
+
     # -- control API support (bulk operations, queue admin, idempotency) ---------------
     @abstractmethod
     def create_operation(

@@ -208,11 +208,16 @@ def heartbeat(
         conn.execute(
             "UPDATE workers SET pending_signal = NULL WHERE worker_id = ?", (row["worker_id"],)
         )
+    rows: dict[str, tuple] = {}
+    ids = list({c.job.id for c in running})
+    for i in range(0, len(ids), 500):  # one read per 500 jobs, not one per job
+        chunk = ids[i : i + 500]
+        rows.update((r[0], r[1:]) for r in conn.execute(
+            f"SELECT id, state, cancel_requested, fence FROM jobs "
+            f"WHERE id IN ({','.join('?' * len(chunk))})", chunk))
     cancelled = []
     for claim in running:
-        row = conn.execute(
-            "SELECT state, cancel_requested, fence FROM jobs WHERE id = ?", (claim.job.id,)
-        ).fetchone()
+        row = rows.get(claim.job.id)
         if row is None or row[0] != State.RUNNING.value or row[1] or row[2] != claim.fence:
             cancelled.append(claim)
     return {"signal": signal[0], "cancelled": cancelled}

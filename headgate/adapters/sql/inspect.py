@@ -203,6 +203,17 @@ def history(
     return list(merged.values())
 
 
+def history_counters(conn: Connection, since_ms: int) -> dict[str, dict[int, tuple[int, ...]]]:
+    out: dict[str, dict[int, tuple[int, ...]]] = {}
+    for queue, at, *counters in conn.execute(
+        "SELECT queue, bucket_ms, arrived, completed, failed, rejected_rate_class, "
+        "rejected_concurrency_limit, rejected_quarantine FROM queue_history "
+        "WHERE bucket_ms >= ?", (since_ms,),
+    ):
+        out.setdefault(queue, {})[at] = tuple(counters)
+    return out
+
+
 def list_workers(conn: Connection, now: int, within_ms: int) -> list[dict[str, Any]]:
     out = []
     for row in conn.execute(

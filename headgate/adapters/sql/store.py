@@ -315,3 +315,7 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
     def history(self, queue: str, since_ms: int, bucket_ms: int = 60_000) -> list[dict[str, Any]]:
         with self.db.read() as conn:
             return inspect.history(conn, queue, since_ms, bucket_ms)
+
+    def history_counters(self, since_ms: int) -> dict[str, dict[int, tuple[int, ...]]]:
+        with self.db.read() as conn:
+            return inspect.history_counters(conn, since_ms)
