@@ -181,6 +181,10 @@ ON CONFLICT (worker_id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
 """
 
 
+# Whether a worker's running claims are still theirs (see heartbeat).
+SELECT_RUNNING_CHECK = "SELECT id, state, cancel_requested, fence FROM jobs WHERE id IN ({marks})"
+
+
 def heartbeat(
     conn: Connection, now: int, worker: dict[str, Any], running: Sequence[Claim]
 ) -> dict[str, Any]:
@@ -213,8 +217,7 @@ def heartbeat(
     for i in range(0, len(ids), 500):  # one read per 500 jobs, not one per job
         chunk = ids[i : i + 500]
         rows.update((r[0], r[1:]) for r in conn.execute(
-            f"SELECT id, state, cancel_requested, fence FROM jobs "
-            f"WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+            SELECT_RUNNING_CHECK.format(marks=",".join("?" * len(chunk))), chunk))
     cancelled = []
     for claim in running:
         row = rows.get(claim.job.id)
