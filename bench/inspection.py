@@ -404,7 +404,11 @@ def use_snapshot(ref: str) -> str:
     src = Path(f"/tmp/hg-inspect-src/{sha}")
     if not (src / ".hg-commit").exists():
         src.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run([*git, "archive", sha, "headgate", "db"], capture_output=True,
+        # Before the migrations moved under headgate/, they lay in a top-level db/.
+        has_db = subprocess.run([*git, "cat-file", "-e", f"{sha}:db"],
+                                capture_output=True, check=False).returncode == 0
+        paths = ["headgate", "db"] if has_db else ["headgate"]
+        archive = subprocess.run([*git, "archive", sha, *paths], capture_output=True,
                                  check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
         (src / ".hg-commit").write_text(sha + "\n")

@@ -14,7 +14,8 @@ import pytest
 from support import headgate_cmd
 
 import headgate
-from headgate.adapters.sqlite.connection import MIGRATIONS_DIR, _split_sql
+from headgate.adapters.migrations import migrations
+from headgate.adapters.sqlite.connection import _split_sql
 
 TESTS_DIR = Path(__file__).resolve().parent
 EXIT_STORE_UNAVAILABLE = 69
@@ -23,7 +24,7 @@ UNREACHABLE_PG = "postgresql://x@127.0.0.1:1/x"
 
 
 def known_versions() -> set[int]:
-    return {int(p.name.split("_", 1)[0]) for p in MIGRATIONS_DIR.glob("[0-9]*.sql")}
+    return {m.version for m in migrations("sqlite")}
 
 
 def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None
@@ -65,14 +66,13 @@ def partial_database(path: Path, upto: int) -> None:
     with sqlite3.connect(path, isolation_level=None) as conn:
         conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
                      "name TEXT NOT NULL, applied_at_ms INTEGER NOT NULL)")
-        for file in sorted(MIGRATIONS_DIR.glob("[0-9]*.sql")):
-            version = int(file.name.split("_", 1)[0])
-            if version > upto:
+        for migration in migrations("sqlite"):
+            if migration.version > upto:
                 break
-            for statement in _split_sql(file.read_text()):
+            for statement in _split_sql(migration.sql):
                 conn.execute(statement)
             conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)",
-                         (version, file.name))
+                         (migration.version, migration.name))
     conn.close()
 
 

@@ -235,17 +235,17 @@ def test_a_database_at_schema_9_upgrades_with_its_jobs(pg_url: str) -> None:
     """Migrations 10 and 11 replace the two server functions whatever text of them the
     database ran: here headgate_enqueue has other result columns, as databases migrated
     before 0006 was revised do (CREATE OR REPLACE cannot change those)."""
-    from headgate.adapters.postgres.connection import MIGRATIONS_DIR
+    from headgate.adapters.migrations import migrations
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
                      "name TEXT NOT NULL, applied_at_ms BIGINT NOT NULL)")
-        for path in sorted(MIGRATIONS_DIR.glob("[0-9]*.sql")):
-            version = int(path.name.split("_", 1)[0])
-            if version > 9:
+        for migration in migrations("postgres"):
+            if migration.version > 9:
                 continue
-            conn.execute(path.read_text().encode())
-            conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, 0)", (version, path.name))
+            conn.execute(migration.sql.encode())
+            conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, 0)",
+                         (migration.version, migration.name))
         args = ("TEXT[], TEXT[], INTEGER[], BYTEA[], TEXT[], TEXT[], INTEGER[], TEXT[], "
                 "TEXT[], BIGINT[], BIGINT[], INTEGER[], BIGINT[], TEXT[], TEXT[], TEXT[], "
                 "TEXT[], BIGINT[], BOOLEAN[], TEXT")

@@ -1,4 +1,4 @@
-"""PostgreSQL's one-call enqueue (db/postgres/0006_enqueue_function.sql): what the shared
+"""PostgreSQL's one-call enqueue (headgate/db/postgres/0006_enqueue_function.sql): what the shared
 store tests do not reach — batches mixing replayed and new ids, columns sent once for a
 whole batch, refusals inside a caller's transaction, the wake-up NOTIFY on the wire, the
 arrival history, and producers beside a worker on the same queue."""

@@ -1,4 +1,4 @@
-"""PostgreSQL's server-side admission and acks (db/postgres/0005_server_admission.sql).
+"""PostgreSQL's server-side admission and acks (headgate/db/postgres/0005_server_admission.sql).
 
 The function must decide exactly what the shared Python admission (sql/admission.py,
 SQLite's) decides: a differential test replays the same random scenarios through both,

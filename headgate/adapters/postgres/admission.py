@@ -1,5 +1,5 @@
 """PostgreSQL's admission gate: one call of the server-side function headgate_admit()
-(db/postgres/0005_server_admission.sql), with a worker's plain successful acks in the
+(headgate/db/postgres/0005_server_admission.sql), with a worker's plain successful acks in the
 same statement.
 
 Why a function: evaluated from Python, an admit is ~10 statements and an ack+admit

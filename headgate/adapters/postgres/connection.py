@@ -3,7 +3,7 @@
 `PgConnection` gives the shared SQL modules the same call shape as sqlite3 (`execute`
 returning a cursor, `executemany`, `?` placeholders), so the lifecycle and inspection
 are one implementation evaluated on two engines. Admission is not: on PostgreSQL it is
-the server-side function of db/postgres/0005_server_admission.sql (see admission.py
+the server-side function of headgate/db/postgres/0005_server_admission.sql (see admission.py
 beside this module), one round trip per call.
 """
 
@@ -14,7 +14,6 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -22,13 +21,14 @@ import psycopg_pool
 from psycopg.pq import TransactionStatus
 
 from headgate.adapters.dialect import POSTGRES
+from headgate.adapters.migrations import known_versions as migration_versions
+from headgate.adapters.migrations import migrations
 from headgate.core import InvalidInput
 
 from .outage import Reachability, connection_lost, first_line, unavailable
 
 log = logging.getLogger("headgate.postgres")
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "db" / "postgres"
 CLOCK = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
 MIGRATION_LOCK = 0x6865616467617465  # "headgate"
 
@@ -171,7 +171,7 @@ class PgDatabase:
         return int(self.query(CLOCK)[0][0])
 
     def migrate(self) -> int:
-        """Apply db/postgres files newer than the recorded version, one transaction each,
+        """Apply headgate/db/postgres files newer than the recorded version, one transaction each,
         under an advisory lock so processes starting together do not race."""
         with self._raw() as raw:
             raw.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
@@ -180,14 +180,14 @@ class PgDatabase:
                 "name TEXT NOT NULL, applied_at_ms BIGINT NOT NULL)"
             )
             done = {r[0] for r in raw.execute("SELECT version FROM schema_migrations")}
-            for path in sorted(MIGRATIONS_DIR.glob("[0-9]*.sql")):
-                version = int(path.name.split("_", 1)[0])
+            for migration in migrations("postgres"):
+                version = migration.version
                 if version in done:
                     continue
-                raw.execute(path.read_text().encode())
+                raw.execute(migration.sql.encode())
                 raw.execute(
                     "INSERT INTO schema_migrations (version, name, applied_at_ms) "
-                    f"VALUES (%s, %s, ({CLOCK}))", (version, path.name),
+                    f"VALUES (%s, %s, ({CLOCK}))", (version, migration.name),
                 )
         return self.version()
 
@@ -208,4 +208,4 @@ class PgDatabase:
 
 def known_versions() -> set[int]:
     """The migration numbers this code ships."""
-    return {int(p.name.split("_", 1)[0]) for p in MIGRATIONS_DIR.glob("[0-9]*.sql")}
+    return migration_versions("postgres")

@@ -1,5 +1,5 @@
 """PostgreSQL enqueue in one round trip: the batch as arrays to `headgate_enqueue`
-(db/postgres/0006_enqueue_function.sql, its body since
+(headgate/db/postgres/0006_enqueue_function.sql, its body since
 0010_lean_enqueue.sql), which checks, inserts, counts and sends the
 wake-up NOTIFY inside the same transaction.
 

@@ -14,11 +14,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from headgate.adapters.dialect import SQLITE
+from headgate.adapters.migrations import known_versions as migration_versions
+from headgate.adapters.migrations import migrations
 from headgate.core import StoreUnavailable
 
 from .checkpoint import Checkpointer
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "db" / "sqlite"
 BUSY_TIMEOUT_MS = 5_000
 
 
@@ -138,7 +139,7 @@ class Database:
             raise _unavailable(exc) from exc
 
     def migrate(self) -> int:
-        """Apply numbered files from db/sqlite that are newer than the recorded version."""
+        """Apply numbered files from headgate/db/sqlite that are newer than the recorded version."""
         conn = self.connection()
         try:
             conn.execute(
@@ -148,19 +149,19 @@ class Database:
             )
         except sqlite3.Error as exc:  # e.g. a file that is not a database, or read-only
             raise _unavailable(exc) from exc
-        for path in sorted(MIGRATIONS_DIR.glob("[0-9]*.sql")):
-            version = int(path.name.split("_", 1)[0])
+        for migration in migrations("sqlite"):
+            version = migration.version
             with self.write() as (wconn, now):
                 done = wconn.execute(
                     "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
                 ).fetchone()
                 if done:
                     continue
-                for statement in _split_sql(path.read_text()):
+                for statement in _split_sql(migration.sql):
                     wconn.execute(statement)
                 wconn.execute(
                     "INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)",
-                    (version, path.name, now),
+                    (version, migration.name, now),
                 )
         return self.version()
 
@@ -198,7 +199,7 @@ class Database:
 
 def known_versions() -> set[int]:
     """The migration numbers this code ships."""
-    return {int(p.name.split("_", 1)[0]) for p in MIGRATIONS_DIR.glob("[0-9]*.sql")}
+    return migration_versions("sqlite")
 
 
 def _split_sql(text: str) -> list[str]:
