@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+import prometheus_client
 from openapi_spec_validator import validate
 
 import headgate
@@ -78,6 +79,13 @@ def test_metrics(api: Api) -> None:
     # Counters never go backwards across scrapes.
     again = api.get("/metrics").text
     assert 'headgate_jobs_arrived_total{queue="m"} 2.0' in again
+
+
+def test_metrics_content_type_is_prometheus_clients_own(api: Api) -> None:
+    # Scrapers pick the parser by this header; Flask used to append a second charset.
+    r = api.get("/metrics")
+    assert r.status_code == 200
+    assert r.headers["Content-Type"] == prometheus_client.CONTENT_TYPE_LATEST
 
 
 # -- OpenAPI --------------------------------------------------------------------------

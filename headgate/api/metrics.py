@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import flask
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -155,7 +155,9 @@ def metrics() -> Any:
     authenticate(state.tokens)  # an exposed server does not publish its queue names
     assert state.metrics is not None
     body = generate_latest(state.metrics.registry)
-    return flask.Response(body, mimetype="text/plain; version=0.0.4; charset=utf-8")
+    # content_type, not mimetype: Flask appends a charset to a mimetype, and this one
+    # already names it. The header is the one the library's own exposition sends.
+    return flask.Response(body, content_type=CONTENT_TYPE_LATEST)
 
 
 @ops_bp.get("/readyz")
