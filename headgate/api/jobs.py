@@ -169,6 +169,10 @@ ENQUEUE_FIELDS = (
 )
 
 
+# The zero values that mean "the default" on enqueue and schedule upsert.
+DEFAULTED_ZEROES: dict[str, object] = {"queue": "", "max_attempts": 0}
+
+
 def _idem_unique_key(key: str) -> bytes:
     """The Idempotency-Key as the dedup key. Namespaced by the caller when callers are
     authenticated, so one caller's key can never reveal another caller's job id."""
@@ -204,7 +208,12 @@ def enqueue() -> flask.Response:
         "sticky_worker": b["sticky_worker"],
         "headers": b["headers"],
     }
-    # Absent fields take the envelope's defaults (SPEC §3.1), never a zero.
+    # Absent fields take the envelope's defaults (SPEC §3.1). So do `queue: ""` and
+    # `max_attempts: 0`, as in the seed (`unwrap_or_default()` / `unwrap_or(0)`): a
+    # client whose serializer writes every field sends those for "not set".
+    for name in DEFAULTED_ZEROES:
+        if b[name] == DEFAULTED_ZEROES[name]:
+            b[name] = None
     for name in ("schema_version", "queue", "priority", "partition_key", "rate_class",
                  "weight", "scheduled_at_ms", "unique_window_ms", "unique_replace",
                  "unique_debounce_ms", "max_attempts", "retention_ms"):

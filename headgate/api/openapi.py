@@ -30,6 +30,9 @@ DURATION = {"type": "integer", "minimum": 0, "maximum": 2**62}
 POSITIVE_U32 = {**U32, "minimum": 1}
 # schema_version and max_attempts are 32-bit signed columns on PostgreSQL.
 VERSION = {**U32, "minimum": 1, "maximum": 2**31 - 1}
+# max_attempts on enqueue and schedule upsert: 0 is "not set", as in the seed.
+MAX_ATTEMPTS_IN = {**VERSION, "minimum": 0, "description": "0 (or absent) means 25."}
+QUEUE_IN = {**STR, "description": "\"\" (or absent) means `default`."}
 
 
 def one_of(*values: str, null: bool = False) -> dict[str, Any]:
@@ -116,19 +119,20 @@ SCHEMAS: dict[str, Any] = {
                    ["jobs", "next_cursor", "count_is_approximate"]),
     "EnqueueRequest": obj({
         "kind": {**STR, "minLength": 1, "maxLength": 128, "description": "1..128 characters."},
-        "schema_version": nullable(VERSION), "payload": B64, "queue": nullable(STR),
+        "schema_version": nullable(VERSION), "payload": B64, "queue": nullable(QUEUE_IN),
         "priority": nullable(I32), "partition_key": nullable(STR), "rate_class": nullable(STR),
         "weight": nullable({**POSITIVE_U32, "description": "weight must be >= 1."}),
         "scheduled_at_ms": nullable({**I64, "minimum": 0}), "unique_key": nullable(B64),
         "unique_window_ms": nullable(DURATION), "unique_replace": nullable(U32),
         "unique_debounce_ms": nullable(DURATION), "unique_exclude_kind": BOOL,
         "tags": arr(STR), "pending": BOOL, "sticky_worker": STR,
-        "max_attempts": nullable(VERSION), "retention_ms": nullable(DURATION),
+        "max_attempts": nullable(MAX_ATTEMPTS_IN), "retention_ms": nullable(DURATION),
         "id": nullable(STR),
         "headers": {"type": "object", "additionalProperties": STR},
     }, ["kind", "payload"], desc=(
         "Absent optional fields take the envelope defaults (queue `default`, priority 0, "
-        "weight 1, max_attempts 25, store retention). Without `unique_key` the "
+        "weight 1, max_attempts 25, store retention); so do `queue: \"\"` and "
+        "`max_attempts: 0`, as in the seed. Without `unique_key` the "
         "Idempotency-Key is the dedup key.")),
     "EnqueueResponse": obj({"id": STR, "replayed": {"const": True}}, ["id"]),
     "ActionsRequest": obj({"action": {**one_of("retry", "cancel", "delete", "archive"),
@@ -196,9 +200,9 @@ SCHEMAS: dict[str, Any] = {
     "ScheduleRequest": obj({
         "kind": STR, "spec": {**STR, "description": "`@every:<ms>` or 5/6-field cron, "
                               "optionally prefixed `CRON_TZ=<zone>`."},
-        "payload": nullable(B64), "queue": nullable(STR), "partition_key": nullable(STR),
-        "rate_class": nullable(STR), "priority": nullable(I32),
-        "max_attempts": nullable(VERSION), "retention_ms": nullable(DURATION),
+        "payload": nullable(B64), "queue": nullable(QUEUE_IN),
+        "partition_key": nullable(STR), "rate_class": nullable(STR), "priority": nullable(I32),
+        "max_attempts": nullable(MAX_ATTEMPTS_IN), "retention_ms": nullable(DURATION),
         "on_missed": one_of("skip", "run_once", "backfill", null=True),
         "backfill_limit": nullable(U32), "paused": BOOL,
     }, ["kind", "spec"]),

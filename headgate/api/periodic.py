@@ -89,11 +89,13 @@ def put_periodic(schedule_id: str) -> flask.Response:
         "spec": b["spec"],
         "payload": payload,
         # The seed's schedule defaults (note retention 0: periodic jobs are not kept).
-        "queue": "default" if b["queue"] is None else b["queue"],
+        # `queue: ""` and `max_attempts: 0` are "not set", as on enqueue (the seed's
+        # envelope defaults them); other fields keep their checks.
+        "queue": b["queue"] or "default",
         "partition_key": b["partition_key"] or "",
         "rate_class": b["rate_class"] or "",
         "priority": b["priority"] or 0,
-        "max_attempts": 25 if b["max_attempts"] is None else b["max_attempts"],
+        "max_attempts": b["max_attempts"] or 25,
         "retention_ms": b["retention_ms"] or 0,
         "on_missed": on_missed,
         "backfill_limit": b["backfill_limit"] or 0,
