@@ -117,13 +117,28 @@ def bar_fraction(value: float | int | None, total: float | int | None) -> float:
     return max(0.0, min(1.0, float(value) / float(total)))
 
 
-def stacked(by_state: dict[str, int], order: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Segments (state, x%, w%) of a depth-by-state bar of unfinished and dead jobs."""
-    shown = [(s, by_state.get(s, 0)) for s in order if by_state.get(s, 0)]
+# The depth bar's segments, in the order work flows out: what runs, what waits to run,
+# what waits for time, what waits for an operator. Dead letters, quarantined and
+# completed jobs are not work left, so they are counts beside the bar, never the bar.
+DEPTH_STATES = ("running", "available", "retryable", "scheduled", "pending")
+
+
+def depth_segments(by_state: dict[str, int], scale: int) -> list[dict[str, Any]]:
+    """Segments (state, x%, w%, n) of a queue's unfinished work, drawn to `scale`
+    (the largest unfinished count among the queues shown), so bars compare across rows
+    and a queue with nothing unfinished has no bar at all. A non-empty segment is at
+    least 0.5% wide, so one job is visible next to ten thousand."""
+    shown = [(s, int(by_state.get(s, 0) or 0)) for s in DEPTH_STATES if by_state.get(s)]
     total = sum(n for _, n in shown)
+    scale = max(scale, total)
     out, x = [], 0.0
+    if not scale:
+        return out
     for s, n in shown:
-        w = 100.0 * n / total if total else 0.0
+        w = max(0.5, 100.0 * n / scale)
+        w = min(w, 100.0 - x)
+        if w <= 0:
+            break
         out.append({"state": s, "x": round(x, 2), "w": round(w, 2), "n": n})
         x += w
     return out

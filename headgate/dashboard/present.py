@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from headgate.core import TERMINAL, Explanation, Job, State
+from headgate.core import TERMINAL, Explanation, Job, State, drain
 from headgate.core.transitions import sources_of
 
 # The order the Jobs sidebar lists states in: the flow of a job, then the outcomes.
@@ -114,21 +114,29 @@ def rate(per_s: float | None) -> str:
     return f"{per_s:.1f}/s"
 
 
-def time_to_drain(queue: dict[str, Any]) -> tuple[str, str]:
-    """The headline of a queue row: (words, tone) where tone is ok|warn|bad|idle."""
-    ttd = queue.get("time_to_drain_ms")
-    backlog = queue.get("unfinished_jobs", 0) - queue.get("by_state", {}).get("pending", 0)
-    if queue.get("paused") and backlog:
-        return "paused — not draining", "bad"
-    if backlog <= 0:
-        return "empty", "idle"
-    if ttd is None:
-        if not queue.get("drain_rate"):
-            return "not draining", "bad"
-        return "growing: arrivals outpace completions", "warn"
-    if ttd == 0:
-        return "empty", "idle"
-    return f"drains in {duration(ttd)}", "warn" if ttd > 15 * 60_000 else "ok"
+def time_to_drain(queue: dict[str, Any]) -> tuple[str, str, str]:
+    """The headline of a queue row: (words, tone, trend) where tone is
+    ok|warn|bad|idle. Reads the smoothed forecast the views attach (headgate.core.drain);
+    a row without one (rendered by older callers) falls back to the store's numbers."""
+    f = queue.get("forecast")
+    if f is None:
+        backlog = queue.get("unfinished_jobs", 0) - queue.get("by_state", {}).get("pending", 0)
+        f = drain.forecast(backlog, drain.Rates(queue.get("arrival_rate") or 0.0,
+                                                queue.get("drain_rate") or 0.0),
+                           paused=bool(queue.get("paused")))
+    if f.trend == "empty":
+        return "empty", "idle", ""
+    if f.trend == "paused":
+        return "paused — not draining", "bad", ""
+    if f.trend == "stalled":
+        return "not draining", "bad", "nothing finished lately"
+    if f.trend == "growing":
+        return "growing", "warn", f"↑ {rate(f.arrival - f.drain)} more in than out"
+    if f.trend == "steady":
+        return (f"keeping up · {duration(f.ttd_ms)} behind", "ok" if (f.ttd_ms or 0) <= 15 * 60_000
+                else "warn", f"→ steady at {rate(f.drain)}")
+    return (f"drains in {duration(f.ttd_ms)}", "warn" if (f.ttd_ms or 0) > 15 * 60_000 else "ok",
+            f"↓ {rate(f.drain - f.arrival)} net")
 
 
 # -- admission explanations -------------------------------------------------------------

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import flask
 from werkzeug.exceptions import HTTPException
 
-from headgate.core import HeadgateError, Job, JobPage
+from headgate.core import HeadgateError, Job, JobPage, drain
 from headgate.web import failed_attempts
 from headgate.web.app import get_store
 
@@ -44,7 +44,6 @@ NAV: tuple[tuple[str, str, str], ...] = (
     ("workers", "dashboard.workers", "Workers"),
     ("cluster", "dashboard.cluster", "Cluster"),
 )
-DEPTH_ORDER = ("running", "available", "retryable", "scheduled", "pending", "archived")
 _DEFAULT_QUERY = JobQuery()
 READ_ONLY_REASON = (
     "Read-only mode: this server runs with HG_READ_ONLY=1, so changes are turned off "
@@ -121,7 +120,7 @@ def _template_context() -> dict[str, Any]:
         "dom_id": present.dom_id,
         "now": present.now_ms(),
         "seg": url_segment,
-        "charts_stacked": lambda by_state: charts.stacked(by_state, DEPTH_ORDER),
+        "depth_segments": charts.depth_segments,
         # Defaults for fragments rendered outside the Jobs page (the live socket passes
         # the page's own query).
         "query": _DEFAULT_QUERY,
@@ -192,10 +191,24 @@ def signout() -> flask.Response:
 
 # -- queues -------------------------------------------------------------------------------
 
+def queue_rows_data(s: Any) -> list[dict[str, Any]]:
+    """queue_stats with what the console adds to each row: the smoothed time-to-drain
+    forecast (headgate.core.drain) and the depth bar's shared scale. Two reads for all
+    queues: the stats and one read of every queue's recent per-minute counters."""
+    stats = s.queue_stats()
+    now = s.now_ms()
+    counters = s.history_counters(now - drain.WINDOW_MS - drain.BUCKET_MS)
+    scale = max((q["unfinished_jobs"] for q in stats), default=0)
+    for q in stats:
+        q["forecast"] = drain.queue_forecast(q, counters.get(q["queue"], {}), now)
+        q["depth_scale"] = scale
+    return stats
+
+
 @bp.get("/")
 def overview() -> str:
     s = store()
-    queues = s.queue_stats()
+    queues = queue_rows_data(s)
     counts = s.counts()
     live = s.list_workers(WORKER_STALE_MS)
     served = {q for w in live for q in w.get("queues", [])}
@@ -206,7 +219,7 @@ def overview() -> str:
 @bp.get("/queues/<path:name>")
 def queue(name: str) -> str:
     s = store()
-    stats = next((q for q in s.queue_stats() if q["queue"] == name), None)
+    stats = next((q for q in queue_rows_data(s) if q["queue"] == name), None)
     if stats is None:
         not_found(f"There is no queue named “{name}”.")
     span_key = flask.request.args.get("range", "1h")
