@@ -22,6 +22,9 @@ a rate class (a limit far above what N jobs need, so it never throttles but is e
 on every claim), spread round-robin over 50 partitions, under a concurrency ceiling on
 the queue (max_concurrent far above concurrency 2). The name gets ``+policies``.
 
+``--concurrency C`` other than 2 names the row ``headgate[pg,cC]`` (bench/compare.sh's
+matched in-flight W3 row runs ``--concurrency 10``).
+
 ``--profile DIR`` (diagnosis only; figures are then not comparable and the name gets
 ``~profiled``): the producer's timed W1/W2 loops run under cProfile (``DIR/w1-N.prof``),
 and the worker runs under ``py-spy record`` when py-spy is found (``HG_PYSPY`` or PATH),
@@ -108,7 +111,12 @@ class HeadgatePeer(common.Peer):  # type: ignore[misc]
         self.args = args
         self.kind: str = args.store
         self.policies: bool = args.policies
-        self.name = f"headgate[{self.kind}{'+policies' if self.policies else ''}]"
+        # A worker concurrency other than the harness's 2 is a different row (the matched
+        # in-flight W3 runs --concurrency 10 against pgqueuer's default worker).
+        tags = self.kind + ("+policies" if self.policies else "")
+        if args.concurrency != 2:
+            tags += f",c{args.concurrency}"
+        self.name = f"headgate[{tags}]"
         self.profile_dir: Path | None = Path(args.profile) if args.profile else None
         if self.profile_dir is not None:
             self.profile_dir.mkdir(parents=True, exist_ok=True)
