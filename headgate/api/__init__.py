@@ -33,7 +33,7 @@ from . import (  # noqa: F401
     workers,
 )
 from .auth import TokenSet
-from .blueprint import bp
+from .blueprint import api_path_checks, bp
 from .context import API_KEY, ApiHooks, ApiState, api_state
 from .errors import handle_http_exception
 from .metrics import Metrics, ops_bp
@@ -63,6 +63,8 @@ def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None
     app.url_map.converters["segment"] = Segment
     app.url_map.converters["job_id"] = jobs.JobId
     app.wsgi_app = keep_encoded_slashes(app.wsgi_app)  # type: ignore[method-assign]
+    # Every answer under /api/ is JSON or empty: no slash-merging redirect, no OPTIONS.
+    app.before_request(api_path_checks)
     app.register_blueprint(bp)
     app.register_blueprint(ops_bp)
     # App-wide only for routing errors (404/405/413 under /api/ become JSON; other paths

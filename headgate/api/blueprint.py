@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import flask
+from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from headgate.core import HeadgateError
 
@@ -19,6 +20,26 @@ from .context import api_state
 from .errors import ApiError, handle_unexpected, store_error
 
 bp = flask.Blueprint("api", __name__, url_prefix="/api/v1")
+
+
+def api_path_checks() -> None:
+    """Every answer under `/api/` is JSON or empty, and the app's routing would give two
+    that are not: a doubled slash (`/api/v1//jobs`) is merged by Werkzeug into a 308
+    with an HTML body, handed out before any error handler sees it, and OPTIONS is
+    answered 200 for every route. Here an empty segment matches nothing (404, as in the
+    seed's router) and OPTIONS is a 405 naming the path's methods (the seed serves no
+    OPTIONS; nothing cross-origin is granted)."""
+    request = flask.request
+    if not request.path.startswith("/api/"):
+        return
+    if "//" in request.path:
+        raise NotFound()
+    if request.method != "OPTIONS" or request.url_rule is None:
+        return
+    adapter = flask.current_app.url_map.bind_to_environ(request.environ)
+    methods = set(adapter.allowed_methods(request.path)) - {"OPTIONS"}
+    raise MethodNotAllowed(valid_methods=sorted(methods))
+
 
 # Liveness answers without credentials: it reveals nothing and probes carry none.
 UNAUTHENTICATED_ENDPOINTS = frozenset({"api.healthz"})

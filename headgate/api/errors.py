@@ -114,9 +114,11 @@ def handle_http_exception(exc: HTTPException) -> Any:
     }
     resp = error_response(code, messages.get(code, (exc.name or "error").lower()))
     if code == 405:
-        allow = exc.get_response().headers.get("Allow")
+        # OPTIONS is not served under /api/ (blueprint.refuse_options), so not listed.
+        allow = [m.strip() for m in exc.get_response().headers.get("Allow", "").split(",")]
+        allow = [m for m in allow if m and m != "OPTIONS"]
         if allow:
-            resp.headers["Allow"] = allow
+            resp.headers["Allow"] = ", ".join(allow)
     return resp
 
 

@@ -73,6 +73,7 @@ def create_app(
     )
     # First of all checks: a URL no handler should ever see (see guards.py).
     app.before_request(guards.reject_nul)
+    app.before_request(guards.reject_bad_path_bytes)
     if guards.loopback_only(settings):
         app.before_request(guards.require_loopback_host)
     api.init_app(app, settings, hooks, background=background)

@@ -5,6 +5,8 @@
   client. PostgreSQL cannot even compare a text column with it (the driver raises before
   the query is sent), so without this check such a read was a 500 there and an empty
   answer on SQLite. It is a 400 on both.
+- `reject_bad_path_bytes`: a path segment that is not valid UTF-8 is a 400
+  `invalid path` (it would otherwise reach a handler as U+FFFD).
 - `require_loopback_host` (only when nothing authenticates requests: no API tokens and
   no HG_API_ALLOW_REMOTE, i.e. the default loopback-only server): the Host header must
   name the loopback interface (localhost, *.localhost, 127.0.0.0/8, ::1). Without it, a
@@ -19,7 +21,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
 import flask
 
@@ -49,6 +51,28 @@ def reject_nul() -> flask.Response | None:
             return _refuse("invalid query string")
         if "\x00" in value:
             return _refuse(f"invalid query parameter `{name}`")
+    return None
+
+
+def reject_bad_path_bytes() -> flask.Response | None:
+    """A path whose percent-decoded bytes are not UTF-8 names nothing: Werkzeug would
+    decode `%FF` and `%FE` alike as U+FFFD, and `POST /queues/%FF/pause` created a
+    queue called "\ufffd". It is a 400 before any route runs."""
+    environ = flask.request.environ
+    # The request line's own path where the server passes it (gunicorn and Werkzeug
+    # do; Werkzeug's PATH_INFO is already decoded with replacement characters), else
+    # PATH_INFO, which PEP 3333 servers fill with the decoded bytes as latin-1.
+    raw_uri = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+    try:
+        if raw_uri:
+            path = raw_uri.split("?", 1)[0]
+            if "://" in path:  # absolute-form request target
+                path = urlsplit(path).path
+            unquote_to_bytes(path).decode("utf-8")
+        else:
+            environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return _refuse("invalid path")
     return None
 
 
