@@ -228,7 +228,7 @@ def test_a_one_queue_admit_decides_exactly_as_the_shared_admission(
 def test_the_plain_statement_claims_without_the_function_and_hands_over_to_it(
     pg_url: str,
 ) -> None:
-    """With headgate_admit replaced by one that only counts its calls, an admit no
+    """With headgate_admit_v2 replaced by one that only counts its calls, an admit no
     policy has a say in claims without it, and one with a rate class in play (or an
     unknown queue) calls it: the differential test above compares both paths, this
     shows which one ran."""
@@ -240,7 +240,7 @@ def test_the_plain_statement_claims_without_the_function_and_hands_over_to_it(
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute("CREATE TABLE function_calls (at TIMESTAMPTZ DEFAULT now())")
             conn.execute("""
-                CREATE OR REPLACE FUNCTION headgate_admit(
+                CREATE OR REPLACE FUNCTION headgate_admit_v2(
                     p_worker TEXT, p_queues TEXT[], p_capacity BIGINT, p_lease_ms BIGINT,
                     p_quantum BIGINT, p_lease_id TEXT, p_now BIGINT, p_ack_queues TEXT[],
                     p_ack_ids TEXT[], p_ack_leases TEXT[], p_ack_fences BIGINT[],

@@ -1,4 +1,6 @@
-"""The SQL migrations shipped inside the package (``headgate/db/<engine>/NNNN_*.sql``).
+"""The schema shipped inside the package: numbered migrations
+(``headgate/db/<engine>/NNNN_*.sql``) and PostgreSQL's server-side functions
+(``headgate/db/postgres/functions/*.sql``); ``headgate/db/README.md`` gives the rules.
 
 Read through ``importlib.resources`` so an installed wheel (or a zip) finds them as a
 checkout does; nothing here depends on where the package lies on disk.
@@ -6,6 +8,8 @@ checkout does; nothing here depends on where the package lies on disk.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 from importlib.resources import files
 
@@ -40,3 +44,41 @@ def migrations(engine: str) -> list[Migration]:
 def known_versions(engine: str) -> set[int]:
     """The migration numbers this code ships."""
     return {m.version for m in migrations(engine)}
+
+
+@dataclass(frozen=True)
+class FunctionFile:
+    """One file of server-side function text; ``digest`` tells whether a database has
+    applied this exact text."""
+
+    name: str
+    sql: str
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def function_files(engine: str) -> list[FunctionFile]:
+    """The current function text for ``engine``, in name order (none for SQLite)."""
+    folder = files("headgate").joinpath("db", engine, "functions")
+    try:
+        if not folder.is_dir():
+            return []
+        found = [
+            FunctionFile(e.name, e.read_text(encoding="utf-8"))
+            for e in folder.iterdir() if e.name.endswith(".sql")
+        ]
+    except (OSError, ValueError) as exc:
+        raise StoreUnavailable(
+            f"store unavailable: cannot read headgate's {engine} functions ({exc})"
+        ) from exc
+    return sorted(found, key=lambda f: f.name)
+
+
+_COMMENT = re.compile(r"--[^\n]*")
+
+
+def has_statements(sql: str) -> bool:
+    """False for a comment-only migration (a number that concerns the other engine)."""
+    return bool(_COMMENT.sub("", sql).strip())

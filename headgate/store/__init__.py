@@ -43,6 +43,8 @@ def open_store(url: str, *, migrate: bool = True, **options: object) -> Store:
         store = SqliteStore(path, migrate=False, **options)  # type: ignore[arg-type]
     try:
         _check_schema(store.db.applied_versions(), known_versions(), migrate)
+        if not migrate:
+            _check_functions(store.db.stale_functions())
         if migrate:
             store.db.migrate()
     except BaseException:
@@ -81,6 +83,13 @@ def _check_schema(applied: set[int], known: set[int], migrate: bool) -> None:
         f"store unavailable: the database schema is behind this headgate (version "
         f"{max(applied)}, missing migration{'s' if len(missing) > 1 else ''} "
         f"{', '.join(map(str, missing))}) and migrations are off; {MIGRATE_HINT} first")
+
+
+def _check_functions(stale: list[str]) -> None:
+    if stale:
+        raise SchemaMismatch(
+            f"store unavailable: the database's server functions are behind this headgate "
+            f"({', '.join(stale)}) and migrations are off; {MIGRATE_HINT} first")
 
 
 __all__ = ["ActivityHub", "SchemaMismatch", "Store", "open_store"]

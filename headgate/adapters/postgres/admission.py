@@ -1,5 +1,5 @@
-"""PostgreSQL's admission gate: one call of the server-side function headgate_admit()
-(headgate/db/postgres/0005_server_admission.sql), with a worker's plain successful acks in the
+"""PostgreSQL's admission gate: one call of the server-side function headgate_admit_v2()
+(headgate/db/postgres/functions/admit.sql), with a worker's plain successful acks in the
 same statement.
 
 Why a function: evaluated from Python, an admit is ~10 statements and an ack+admit
@@ -38,7 +38,7 @@ from .connection import PgConnection, PgDatabase
 PLAIN_RETRY_S = 1.0
 MAX_POLICY_BOUND = 1024
 ADMIT = """
-SELECT * FROM headgate_admit(?, ?::text[], ?::bigint, ?::bigint, ?::bigint, ?, ?::bigint,
+SELECT * FROM headgate_admit_v2(?, ?::text[], ?::bigint, ?::bigint, ?::bigint, ?, ?::bigint,
     ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bytea[], ?::integer[])
 """
 # Before acks that the shared lifecycle applies ahead of the function: claims after acks

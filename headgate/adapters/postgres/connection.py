@@ -3,7 +3,7 @@
 `PgConnection` gives the shared SQL modules the same call shape as sqlite3 (`execute`
 returning a cursor, `executemany`, `?` placeholders), so the lifecycle and inspection
 are one implementation evaluated on two engines. Admission is not: on PostgreSQL it is
-the server-side function of headgate/db/postgres/0005_server_admission.sql (see admission.py
+the server-side function of headgate/db/postgres/functions/admit.sql (see admission.py
 beside this module), one round trip per call.
 """
 
@@ -21,8 +21,8 @@ import psycopg_pool
 from psycopg.pq import TransactionStatus
 
 from headgate.adapters.dialect import POSTGRES
+from headgate.adapters.migrations import function_files, has_statements, migrations
 from headgate.adapters.migrations import known_versions as migration_versions
-from headgate.adapters.migrations import migrations
 from headgate.core import InvalidInput
 
 from .outage import Reachability, connection_lost, first_line, unavailable
@@ -31,6 +31,15 @@ log = logging.getLogger("headgate.postgres")
 
 CLOCK = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
 MIGRATION_LOCK = 0x6865616467617465  # "headgate"
+CREATE_FUNCTION_LEDGER = (
+    "CREATE TABLE IF NOT EXISTS schema_functions (name TEXT PRIMARY KEY, "
+    "sha256 TEXT NOT NULL, applied_at_ms BIGINT NOT NULL)"
+)
+RECORD_FUNCTION_FILE = (
+    "INSERT INTO schema_functions (name, sha256, applied_at_ms) "
+    f"VALUES (%s, %s, ({CLOCK})) ON CONFLICT (name) DO UPDATE "
+    "SET sha256 = excluded.sha256, applied_at_ms = excluded.applied_at_ms"
+)
 
 
 class _MostRecentFirst(deque):
@@ -171,8 +180,9 @@ class PgDatabase:
         return int(self.query(CLOCK)[0][0])
 
     def migrate(self) -> int:
-        """Apply headgate/db/postgres files newer than the recorded version, one transaction each,
-        under an advisory lock so processes starting together do not race."""
+        """Apply the numbered migrations this database has not recorded, then each
+        function file whose text it has not applied (headgate/db/README.md), in one
+        transaction under an advisory lock so processes starting together do not race."""
         with self._raw() as raw:
             raw.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             raw.execute(
@@ -184,12 +194,33 @@ class PgDatabase:
                 version = migration.version
                 if version in done:
                     continue
-                raw.execute(migration.sql.encode())
+                if has_statements(migration.sql):
+                    raw.execute(migration.sql.encode())
                 raw.execute(
                     "INSERT INTO schema_migrations (version, name, applied_at_ms) "
                     f"VALUES (%s, %s, ({CLOCK}))", (version, migration.name),
                 )
+            raw.execute(CREATE_FUNCTION_LEDGER)
+            applied = dict(raw.execute("SELECT name, sha256 FROM schema_functions").fetchall())
+            for file in function_files("postgres"):
+                if applied.get(file.name) == file.digest:
+                    continue
+                raw.execute(file.sql.encode())
+                raw.execute(RECORD_FUNCTION_FILE, (file.name, file.digest))
         return self.version()
+
+    def stale_functions(self) -> list[str]:
+        """Function files whose current text this database has not applied: code
+        calling them would fail or run an older decision, so a store opened without
+        migrating refuses (as it does a schema behind the code)."""
+        with self.read() as conn:
+            if conn.execute("SELECT to_regclass('schema_functions')").fetchone()[0] is None:
+                applied: dict[str, str] = {}
+            else:
+                applied = dict(
+                    conn.execute("SELECT name, sha256 FROM schema_functions").fetchall()
+                )
+        return [f.name for f in function_files("postgres") if applied.get(f.name) != f.digest]
 
     def version(self) -> int:
         return max(self.applied_versions(), default=0)

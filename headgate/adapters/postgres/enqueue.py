@@ -1,7 +1,6 @@
-"""PostgreSQL enqueue in one round trip: the batch as arrays to `headgate_enqueue`
-(headgate/db/postgres/0006_enqueue_function.sql, its body since
-0010_lean_enqueue.sql), which checks, inserts, counts and sends the
-wake-up NOTIFY inside the same transaction.
+"""PostgreSQL enqueue in one round trip: the batch as arrays to `headgate_enqueue_v2`
+(headgate/db/postgres/functions/enqueue.sql), which checks, inserts, counts and sends
+the wake-up NOTIFY inside the same transaction.
 
 The shared enqueue (headgate/adapters/sql/enqueue.py) costs about ten round trips on
 PostgreSQL — the clock, BEGIN, each check, each insert, COMMIT — and a producer's call
@@ -31,7 +30,7 @@ from .notify import CHANNEL, encode
 # scalars (~2 µs for the nineteen) rather than lists (~60 µs).
 ENQUEUE_ONE = """
 SELECT outcome, subject, queue_limit, current, incoming, received_queues
-FROM headgate_enqueue(ARRAY[%b::text], ARRAY[%b::text], ARRAY[%b::integer],
+FROM headgate_enqueue_v2(ARRAY[%b::text], ARRAY[%b::text], ARRAY[%b::integer],
     ARRAY[%b::bytea], ARRAY[%b::text], ARRAY[%b::text], ARRAY[%b::integer],
     ARRAY[%b::text], ARRAY[%b::text], ARRAY[%b::bigint], ARRAY[%b::bigint],
     ARRAY[%b::integer], ARRAY[%b::bigint], ARRAY[%b::text], ARRAY[%b::text],
@@ -89,7 +88,7 @@ FROM arrived
 # for the whole batch is sent as a one-element array and repeated by the server.
 ENQUEUE_MANY = """
 SELECT outcome, subject, queue_limit, current, incoming, received_queues
-FROM headgate_enqueue(%b::text[], %b::text[], %b::integer[], %b::bytea[], %b::text[],
+FROM headgate_enqueue_v2(%b::text[], %b::text[], %b::integer[], %b::bytea[], %b::text[],
     %b::text[], %b::integer[], %b::text[], %b::text[], %b::bigint[], %b::bigint[],
     %b::integer[], %b::bigint[], %b::text[], %b::text[], %b::text[], %b::text[],
     %b::bigint[], %b::boolean[], %b::text)

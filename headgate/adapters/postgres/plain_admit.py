@@ -70,7 +70,7 @@ UNION ALL
 SELECT (jsonb_populate_record(NULL::headgate_admitted, '{"lost_id": ""}')).*
 FROM decided WHERE decided.plain
 UNION ALL
-SELECT f.* FROM decided d, LATERAL headgate_admit(%(worker)s::text, ARRAY[%(queue)s::text],
+SELECT f.* FROM decided d, LATERAL headgate_admit_v2(%(worker)s::text, ARRAY[%(queue)s::text],
     %(capacity)s::bigint, %(lease_ms)s::bigint, NULL::bigint, %(lease_id)s::text,
     NULL::bigint, '{}'::text[], '{}'::text[], '{}'::text[], '{}'::bigint[], '{}'::bytea[],
     '{}'::integer[]) AS f

@@ -7,7 +7,7 @@ survivors with one lease id. Candidates are scanned by light columns first and o
 claimed rows are read in full, so a blocked backlog never costs payload reads.
 
 This is SQLite's admission. On PostgreSQL the same decision is the server-side function
-headgate_admit() (headgate/db/postgres/0005_server_admission.sql, called from
+headgate_admit_v2() (headgate/db/postgres/functions/admit.sql, called from
 headgate/adapters/postgres/admission.py): a policy change must be made in both, and
 tests/test_postgres_server_side.py replays scenarios through both and compares them.
 """

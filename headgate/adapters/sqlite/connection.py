@@ -168,6 +168,10 @@ class Database:
     def version(self) -> int:
         return max(self.applied_versions(), default=0)
 
+    def stale_functions(self) -> list[str]:
+        """SQLite has no server-side functions (see the PostgreSQL adapter's)."""
+        return []
+
     def applied_versions(self) -> set[int]:
         """The migrations recorded in this file; empty when the runner never touched it
         (so opening without migrating can say what is missing instead of failing on
