@@ -83,7 +83,7 @@ HG_REF=${HG_REF:-HEAD}
 if [ "$HG_REF" != worktree ] && [ -n "$HEADGATE" ]; then
   sha=$(git -C "$ROOT" rev-parse --short "$HG_REF") || { say "bad HG_REF $HG_REF"; exit 1; }
   rm -rf "$OUT/src" && mkdir -p "$OUT/src"
-  git -C "$ROOT" archive "$sha" headgate db | tar -x -C "$OUT/src"
+  git -C "$ROOT" archive "$sha" headgate | tar -x -C "$OUT/src"
   echo "$sha" >"$OUT/src/.hg-commit"
   export HG_SRC="$OUT/src"
   say "headgate snapshot of $sha in $HG_SRC"
