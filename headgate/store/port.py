@@ -8,11 +8,22 @@ control API, so the web layer serializes them without a second model.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from headgate.core import AckRequest, Claim, Envelope, Explanation, Job, JobFilter, JobPage, Outcome
+from headgate.core import (
+    AckRequest,
+    Claim,
+    Envelope,
+    Explanation,
+    InvalidInput,
+    Job,
+    JobFilter,
+    JobPage,
+    Outcome,
+)
 from headgate.core.job import Blob, Progress
 
 from .activity import ActivityHub
@@ -48,6 +59,16 @@ class Store(ABC):
         """All-or-nothing insert of validated envelopes; returns ids in order.
 
         Raises Duplicate, IdConflict, Quarantined, Backpressure, InvalidInput."""
+
+    async def enqueue_many_async(self, envelopes: Sequence[Envelope], *,
+                                 conn: Any = None) -> list[str]:
+        """enqueue_many for asyncio code. This default runs it in a thread (SQLite's
+        way: its writes are local and short); an adapter with an async driver
+        overrides it, and only such an adapter takes ``conn`` (its async connection,
+        for an enqueue inside the caller's transaction)."""
+        if conn is not None:
+            raise InvalidInput(f"conn= is not supported on the {self.backend} store")
+        return await asyncio.to_thread(self.enqueue_many, envelopes)
 
     # -- admission and leases --------------------------------------------------------
     @abstractmethod
@@ -271,6 +292,14 @@ class Store(ABC):
         self, filter: JobFilter, cursor: str | None = None, limit: int = 50,
         include_payload: bool = False,
     ) -> JobPage: ...
+
+    def watch_finished(self, job_id: str,
+                       callback: Callable[[], None]) -> Callable[[], None] | None:
+        """Call ``callback`` (from another thread) whenever ``job_id`` may have reached a
+        terminal state or been deleted, in any process; returns how to stop watching, or
+        None when this store has no such signal and the caller must poll (the default).
+        A wake-up is a hint: the caller reads the job to learn what happened."""
+        return None
 
     @abstractmethod
     def counts(self, queue: str | None = None) -> dict[str, int]: ...

@@ -10,6 +10,7 @@ import logging
 import queue
 import threading
 import uuid
+from collections.abc import Callable
 
 import psycopg
 
@@ -122,4 +123,80 @@ class Notifier:
 
     def close(self) -> None:
         self._pending.put(None)
+        self._thread.join(timeout=2)
+
+
+FINISHED_CHANNEL = "headgate_finished"
+# How long watch_finished waits for the LISTEN to be in place before telling the caller
+# to poll instead.
+FINISHED_CONNECT_S = 5.0
+
+
+class FinishedListener:
+    """One LISTEN connection per store for ``headgate_finished`` (sent by the triggers
+    of headgate/db/postgres/functions/finished_notify.sql), fanned out to the callbacks
+    watching each job id. Started by the first watch; on every (re)connection all
+    watchers are called, since a finish may have been missed while not listening."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._watchers: dict[str, set[Callable[[], None]]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.connected = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="headgate-finished",
+                                        daemon=True)
+        self._thread.start()
+
+    def watch(self, job_id: str, callback: Callable[[], None]) -> Callable[[], None] | None:
+        if not self.connected.wait(FINISHED_CONNECT_S):
+            return None
+        with self._lock:
+            self._watchers.setdefault(job_id, set()).add(callback)
+
+        def unwatch() -> None:
+            with self._lock:
+                left = self._watchers.get(job_id)
+                if left is not None:
+                    left.discard(callback)
+                    if not left:
+                        del self._watchers[job_id]
+
+        return unwatch
+
+    def _call(self, job_id: str | None) -> None:
+        with self._lock:
+            if job_id is None:
+                callbacks = [c for cs in self._watchers.values() for c in cs]
+            else:
+                callbacks = list(self._watchers.get(job_id, ()))
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - one waiter's bug must not stop the rest
+                log.exception("finished-job callback failed")
+
+    def _run(self) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f"LISTEN {FINISHED_CHANNEL}")
+                    self.connected.set()
+                    backoff = 0.1
+                    self._call(None)
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=0.1, stop_after=256):
+                            self._call(note.payload)
+            except psycopg.Error as exc:
+                self.connected.clear()
+                if self._stop.is_set():
+                    return
+                log.warning("finished-job listen connection lost (%s); retrying in %.1fs",
+                            exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def close(self) -> None:
+        self._stop.set()
         self._thread.join(timeout=2)

@@ -3,19 +3,23 @@ enqueue inside a caller's own psycopg transaction."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import psycopg
 
 from headgate.adapters.sql.store import SqlStore
-from headgate.core import Envelope
+from headgate.core import Envelope, InvalidInput
 from headgate.store.activity import ActivityHub
 
 from . import enqueue
 from .admission import ServerAdmission
+from .async_enqueue import AsyncProducer
 from .connection import PgConnection, PgDatabase, unavailable
-from .notify import Listener, Notifier, new_origin
+from .notify import FinishedListener, Listener, Notifier, new_origin
 
 log = logging.getLogger("headgate.postgres")
 
@@ -34,6 +38,8 @@ class PostgresStore(ServerAdmission, SqlStore):
         # and of a backend there.
         self.activity = ActivityHub(self._listen if notify else None)
         self._listener: Listener | None = None
+        self._finished: FinishedListener | None = None
+        self._finished_lock = threading.Lock()
         self._closed = False
         self.crash_limit = crash_limit
         self._policy_bound = {}  # see ServerAdmission
@@ -42,6 +48,7 @@ class PostgresStore(ServerAdmission, SqlStore):
         if migrate:
             self.db.migrate()
         self._notifier = Notifier(url, self.origin) if notify else None
+        self._async_producer = AsyncProducer(url)
 
     def _listen(self) -> None:
         if not self._closed:
@@ -52,6 +59,17 @@ class PostgresStore(ServerAdmission, SqlStore):
         True once notifications from other processes reach this store's hub."""
         self.activity.interested()
         return self._listener is not None and self._listener.connected.wait(timeout)
+
+    def watch_finished(self, job_id: str,
+                       callback: Callable[[], None]) -> Callable[[], None] | None:
+        """LISTEN-backed (headgate/db/postgres/functions/finished_notify.sql): only jobs
+        carrying the ``headgate-result`` header are announced."""
+        if not self.notify or self._closed:
+            return None
+        with self._finished_lock:
+            if self._finished is None:
+                self._finished = FinishedListener(self.url)
+        return self._finished.watch(job_id, callback)
 
     def capabilities(self) -> tuple[str, ...]:
         caps = ["transactional", "inspect"]
@@ -68,6 +86,8 @@ class PostgresStore(ServerAdmission, SqlStore):
             self._listener.close()
         if self._notifier is not None:
             self._notifier.close()
+        if self._finished is not None:
+            self._finished.close()
         self.db.close()
 
     def _publish(self, queues: set[str] | str | None) -> None:
@@ -98,6 +118,26 @@ class PostgresStore(ServerAdmission, SqlStore):
         if queues:
             self.activity.publish(queues)
         return [e.id for e in envs]  # type: ignore[misc]
+
+    async def enqueue_many_async(self, envelopes: Sequence[Envelope], *,
+                                 conn: Any = None) -> list[str]:
+        """enqueue_many over psycopg's AsyncConnection: from this store's async pool
+        (opened on first use), or inside ``conn``'s transaction (committed with it, or
+        not at all). Batches with a unique key need the shared, synchronous SQL: they
+        run in a thread, and are refused inside ``conn``."""
+        envs = [e.validated() for e in envelopes]
+        if not envs:
+            return []
+        if enqueue.has_unique_key(envs):
+            if conn is not None:
+                raise InvalidInput("unique_key is not supported in an async transaction "
+                                   "(conn=); enqueue it without conn")
+            return await asyncio.to_thread(self.enqueue_many, envs)
+        origin = self.origin if self.notify else None
+        ids = await self._async_producer.enqueue_many(envs, origin, conn)
+        if conn is None:
+            self.activity.publish({e.queue for e in envs})
+        return ids
 
     def enqueue_many_in(self, conn: psycopg.Connection, envelopes: Sequence[Envelope]) -> list[str]:
         """Enqueue inside the caller's transaction: committed with it or not at all.
