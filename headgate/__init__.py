@@ -15,6 +15,7 @@ from headgate.core import (
     Job,
     JobFilter,
     LeaseLost,
+    MissingExtra,
     NotFound,
     Outcome,
     Quarantined,
@@ -41,7 +42,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Backpressure", "CircuitBreaker", "CircuitOpen", "Claim", "Client", "Duplicate",
     "EnqueueContext", "EnqueueForbidden", "Envelope", "HeadgateError", "IdConflict",
-    "InvalidInput", "InvalidTransition", "Job", "JobFilter", "LeaseLost", "NotFound", "Outcome",
+    "InvalidInput", "InvalidTransition", "Job", "JobFilter", "LeaseLost", "MissingExtra",
+    "NotFound", "Outcome",
     "Plugin", "Quarantined", "State", "Store", "StoreUnavailable", "fingerprint", "open_store",
 ]
 __all__ += [

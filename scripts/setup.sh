@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepare this checkout on a fresh Debian 12: system packages, .venv, headgate installed
-# editable. Re-running is cheap: each step is skipped when already done, so serve.sh and
-# test.sh call this every time instead of trusting that someone ran it.
+# editable with the exact dependency versions of constraints.txt. Re-running is cheap:
+# each step is skipped when already done, so serve.sh and test.sh call this every time
+# instead of trusting that someone ran it.
 #
 #   scripts/setup.sh          what `headgate serve` needs
 #   scripts/setup.sh --test   also PostgreSQL, Chromium and the test dependencies
@@ -92,8 +93,8 @@ if ! venv_ok; then
 fi
 
 # --- python packages ---------------------------------------------------------------
-# The stamp records which pyproject.toml was installed and whether with test extras;
-# a test install also satisfies a plain one.
+# The stamp records which pyproject.toml and constraints.txt were installed and whether
+# with test extras; a test install also satisfies a plain one.
 stamp=.venv/.headgate-setup-stamp
 want=base
 spec=.
@@ -101,7 +102,7 @@ if [ "$with_test" = 1 ]; then
     want=test
     spec='.[test]'
 fi
-hash="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+hash="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
 have_hash=""
 have_kind=""
 if [ -f "$stamp" ]; then
@@ -111,7 +112,7 @@ if [ "$have_hash" = "$hash" ] && { [ "$have_kind" = test ] || [ "$want" = base ]
     [ -x .venv/bin/headgate ]; then
     log "python packages up to date"
 else
-    log "pip install -e '$spec'"
-    .venv/bin/python -m pip install --disable-pip-version-check -q -e "$spec"
+    log "pip install -c constraints.txt -e '$spec'"
+    .venv/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt -e "$spec"
     printf '%s %s\n' "$hash" "$want" >"$stamp"
 fi

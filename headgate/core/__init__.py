@@ -12,6 +12,7 @@ from .errors import (
     InvalidInput,
     InvalidTransition,
     LeaseLost,
+    MissingExtra,
     NotFound,
     Quarantined,
     StoreUnavailable,
@@ -24,8 +25,8 @@ from .transitions import GuardContext, transition
 __all__ = [
     "AckRequest", "Backpressure", "Blob", "CircuitOpen", "Claim", "Duplicate", "EnqueueForbidden",
     "Envelope", "Explanation", "GuardContext", "HeadgateError", "IdConflict", "InvalidInput",
-    "InvalidTransition", "Job", "JobFilter", "JobPage", "LeaseLost", "NotFound", "Outcome",
-    "Progress", "Quarantined",
+    "InvalidTransition", "Job", "JobFilter", "JobPage", "LeaseLost", "MissingExtra", "NotFound",
+    "Outcome", "Progress", "Quarantined",
     "STORED_STATES", "State", "StoreUnavailable", "TERMINAL", "UNFINISHED", "fingerprint",
     "retry_delay_ms", "transition",
 ]

@@ -71,6 +71,20 @@ class StoreUnavailable(HeadgateError):
     """The store could not be reached or stayed locked; safe to retry later."""
 
 
+class MissingExtra(StoreUnavailable):
+    """The store URL names an engine whose optional dependencies are not installed.
+
+    A StoreUnavailable, so every caller that refuses an unusable store (the CLI's exit
+    69, a worker's start-up) refuses this one the same way; unlike an outage, retrying
+    does not help: installing ``headgate[<extra>]`` does."""
+
+    def __init__(self, extra: str, engine: str, cause: str) -> None:
+        super().__init__(
+            f"store unavailable: {engine} support is not installed ({cause}); "
+            f"install it with: pip install 'headgate[{extra}]'")
+        self.extra = extra
+
+
 class EnqueueForbidden(HeadgateError):
     def __init__(self, kind: str) -> None:
         super().__init__(f"enqueue forbidden: {kind}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from headgate.core import StoreUnavailable
+from headgate.core import MissingExtra, StoreUnavailable
 
 from .activity import ActivityHub
 from .port import Store
@@ -26,11 +26,10 @@ def open_store(url: str, *, migrate: bool = True, **options: object) -> Store:
     newer than the code is refused either way. Either check also opens the database,
     so an unusable one fails here (StoreUnavailable), not at the first call."""
     if url.startswith(("postgresql://", "postgres://")):
-        try:
-            from headgate.adapters.postgres import PostgresStore
-            from headgate.adapters.postgres.connection import known_versions
-        except ImportError as exc:  # pragma: no cover - only before the adapter exists
-            raise ValueError("the postgres adapter is not available") from exc
+        _require_postgres_extra()
+        from headgate.adapters.postgres import PostgresStore
+        from headgate.adapters.postgres.connection import known_versions
+
         _probe_postgres(url)
         store: Any = PostgresStore(url, migrate=False, **options)  # type: ignore[arg-type]
     else:
@@ -51,6 +50,16 @@ def open_store(url: str, *, migrate: bool = True, **options: object) -> Store:
         store.close()
         raise
     return store
+
+
+def _require_postgres_extra() -> None:
+    """psycopg and its pool come with the ``headgate[postgres]`` extra; without them (or
+    with a psycopg that finds no libpq) a PostgreSQL URL is one MissingExtra naming it."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        raise MissingExtra("postgres", "PostgreSQL", str(exc)) from exc
 
 
 def _probe_postgres(url: str) -> None:
