@@ -322,8 +322,9 @@ def migrate(store_url: str | None) -> None:
 @click.option("--queues", default=None, metavar="A,B", help="Queues to work (override).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=None,
               help="Handler threads (override).")
-@click.option("--lease-ms", type=click.IntRange(min=1), default=None,
-              help="Lease length (override). Default: $HG_LEASE_MS or the app's.")
+@click.option("--lease-ms", type=int, default=None,
+              help="Lease length (override), at least 250. Default: $HG_LEASE_MS or the "
+                   "app's.")
 @click.option("--drain-ms", type=click.IntRange(min=0), default=None,
               help="On SIGTERM/SIGINT, how long in-flight jobs may finish before they are "
                    "released. Default: the app's (30000).")

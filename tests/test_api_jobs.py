@@ -316,7 +316,7 @@ def test_kind_prefix_pages_every_kind_it_starts_newest_first(api: Api) -> None:
     ({"limit": "0"}, "limit must be between 1 and 200"),
     ({"limit": "201"}, "limit must be between 1 and 200"),
     ({"state": "nope"}, "unknown state `nope`"),
-    ({"cursor": "!!!"}, "invalid cursor"),
+    ({"cursor": "!!!"}, "invalid query parameter `cursor`"),
 ])
 def test_list_jobs_rejections(api: Api, params: dict, error: str) -> None:
     """`?limit=abc` is a 400, never a silent fall back to the default."""

@@ -4,6 +4,7 @@ junk cursors refused."""
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import TYPE_CHECKING
 
@@ -98,3 +99,22 @@ def test_options_is_a_405_naming_the_methods(api: Api) -> None:
     r = api.request("PATCH", "/jobs")
     assert r.status_code == 405 and "OPTIONS" not in r.headers["Allow"]
 
+
+
+# -- cursors ---------------------------------------------------------------------------
+
+def test_a_junk_cursor_is_a_400_and_ours_page_on(api: Api) -> None:
+    ids = sorted(api.enqueue() for _ in range(3))
+    page = api.get("/jobs", params={"limit": 2}).json()
+    assert [j["id"] for j in page["jobs"]] == ids[:0:-1]
+    rest = api.get("/jobs", params={"limit": 2, "cursor": page["next_cursor"]}).json()
+    assert ([j["id"] for j in rest["jobs"]], rest["next_cursor"]) == ([ids[0]], None)
+    # Well-formed base64 of an id (what the cursor was before its check), a truncated
+    # cursor of ours, made-up text, and characters no cursor has.
+    plain = base64.urlsafe_b64encode(ids[1].encode()).decode().rstrip("=")
+    for junk in (plain, page["next_cursor"][:-2], "YWJj", "AAAA", "!!!", "a b"):
+        r = api.get("/jobs", params={"cursor": junk})
+        assert (r.status_code, r.json()) == (
+            400, {"error": "invalid query parameter `cursor`"}), junk
+    # An empty cursor is the first page (a client that always sends the parameter).
+    assert len(api.get("/jobs", params={"cursor": ""}).json()["jobs"]) == 3

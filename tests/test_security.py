@@ -1190,7 +1190,7 @@ def test_nul_in_a_url_is_a_400_everywhere(api: Api) -> None:
         r = api.get(path)
         assert r.status_code == 400 and "error" in r.json(), (path, r.text)
     r = api.get("/api/v1/jobs?cursor=AAAA")  # decodes to NULs
-    assert (r.status_code, r.json()) == (400, {"error": "invalid cursor"})
+    assert (r.status_code, r.json()) == (400, {"error": "invalid query parameter `cursor`"})
     r = api.post("/jobs/actions", json={"action": "retry", "ids": ["a\x00b"]})
     assert r.status_code == 200 and r.json()["failed"][0]["id"] == "a\x00b"
     for path in ("/jobs/a%00b", "/jobs?q=%00", "/queues/%00"):

@@ -20,6 +20,7 @@ from headgate.core import (
     State,
     fingerprint,
 )
+from headgate.core.cursors import decode_cursor
 from headgate.core.ids import new_id
 from headgate.core.job_search import parse_search
 from headgate.web.segments import Segment
@@ -130,9 +131,15 @@ def list_jobs() -> flask.Response:
     if p["q"] is not None:
         parse_search(p["q"], f)
     limit = 50 if p["limit"] is None else p["limit"]
-    if p["cursor"] and not CURSOR.fullmatch(p["cursor"]):
-        # Cursors are opaque url-safe tokens; anything else did not come from us.
-        raise ApiError(400, "invalid cursor")
+    if p["cursor"]:
+        # Cursors are opaque tokens we issued (with a check, headgate.core.cursors):
+        # anything else is refused like any other unparsable parameter.
+        try:
+            if not CURSOR.fullmatch(p["cursor"]):
+                raise InvalidInput("invalid cursor")
+            decode_cursor(p["cursor"])
+        except InvalidInput:
+            raise ApiError(400, "invalid query parameter `cursor`") from None
     s = store()
     page = s.list_jobs(f, p["cursor"] or None, limit, include_payload=p["include_payload"])
     now = s.now_ms()

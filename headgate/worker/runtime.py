@@ -44,6 +44,13 @@ __all__ = [
 ]
 
 
+# The shortest lease a worker takes. The lease keeper renews every third of the lease
+# in one store round trip that must commit before the lease ends: at 250 ms that is a
+# renewal every ~83 ms with ~170 ms to spare, and below it one slow commit or a pause of
+# the process loses the leases of healthy jobs (which then run twice).
+MIN_LEASE_MS = 250
+
+
 def _positive_ms(name: str, value: int | None, *, optional: bool = True) -> int | None:
     if value is None and optional:
         return None
@@ -172,6 +179,10 @@ class Worker:
                 raise InvalidInput("concurrency must be an integer >= 1")
             self.concurrency = concurrency
         if lease_ms is not None:
+            if isinstance(lease_ms, int) and not isinstance(lease_ms, bool) \
+                    and 0 < lease_ms < MIN_LEASE_MS:
+                raise InvalidInput(f"lease_ms must be at least {MIN_LEASE_MS} (milliseconds): "
+                                   "shorter leases expire between renewals")
             self.lease_ms = _positive_ms("lease_ms", lease_ms, optional=False)
         if drain_ms is not None:
             if isinstance(drain_ms, bool) or not isinstance(drain_ms, int) or drain_ms < 0:

@@ -11,13 +11,12 @@ order), so the merge is exact.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from typing import Any
 
 from headgate.core import STORED_STATES, JobFilter, JobPage
+from headgate.core.cursors import decode_cursor, encode_cursor
 from headgate.core.errors import InvalidInput
 
 from .conn import Connection
@@ -39,21 +38,6 @@ FIRST_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind >= ? AND kind < ? || char
                      "ORDER BY kind LIMIT 1")
 NEXT_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind > ? AND kind < ? || char(1114111) "
                     "ORDER BY kind LIMIT 1")
-
-
-def encode_cursor(job_id: str) -> str:
-    return base64.urlsafe_b64encode(job_id.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> str:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        job_id = base64.urlsafe_b64decode(padded.encode()).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise InvalidInput("invalid cursor") from exc
-    if "\x00" in job_id:  # no id holds one, and PostgreSQL text cannot
-        raise InvalidInput("invalid cursor")
-    return job_id
 
 
 def occupied(conn: Connection, states: Sequence[str]) -> list[tuple[str, str]]:

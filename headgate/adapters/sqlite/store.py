@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from headgate.adapters.sql.store import SqlStore
+from headgate.core import StoreUnavailable
 from headgate.store.activity import ActivityHub
 
 from .connection import Database, now_ms
@@ -16,7 +17,12 @@ class SqliteStore(SqlStore):
     def __init__(self, path: str, *, migrate: bool = True, busy_timeout_ms: int = 5_000,
                  crash_limit: int = 3) -> None:
         if path != ":memory:":
-            Path(path).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+            # A missing directory is a typo in the path, not a request for a new tree:
+            # refused before SQLite creates anything (a file in an existing one is made).
+            parent = Path(path).parent
+            if not parent.is_dir():
+                raise StoreUnavailable(
+                    f"store unavailable: directory {str(parent)!r} does not exist")
         self.path = path
         self.db = Database(path, busy_timeout_ms)
         self.activity = ActivityHub()
