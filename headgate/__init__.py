@@ -1,4 +1,13 @@
-"""headgate: a job queue whose dequeue is an admission decision."""
+"""headgate: a job queue whose dequeue is an admission decision.
+
+The producer side (``open_store``, ``Client``, the core types) loads eagerly. The worker
+names load on first use (PEP 562): the worker runtime brings APScheduler, its duty
+scheduler, which a producer embedded in a host application has no use for.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from headgate.client import CircuitBreaker, Client, EnqueueContext, Plugin
 from headgate.core import (
@@ -24,18 +33,20 @@ from headgate.core import (
     fingerprint,
 )
 from headgate.store import Store, open_store
-from headgate.worker import (
-    JobContext,
-    JobOutcome,
-    JsonDecoder,
-    RateLimited,
-    Retry,
-    Revoke,
-    Skip,
-    Snooze,
-    Undecodable,
-    Worker,
-)
+
+if TYPE_CHECKING:
+    from headgate.worker import (
+        JobContext,
+        JobOutcome,
+        JsonDecoder,
+        RateLimited,
+        Retry,
+        Revoke,
+        Skip,
+        Snooze,
+        Undecodable,
+        Worker,
+    )
 
 __version__ = "0.1.0"
 
@@ -46,7 +57,23 @@ __all__ = [
     "NotFound", "Outcome",
     "Plugin", "Quarantined", "State", "Store", "StoreUnavailable", "fingerprint", "open_store",
 ]
+# The worker's names: loaded by __getattr__ below on first use.
 __all__ += [
     "JobContext", "JobOutcome", "JsonDecoder", "RateLimited", "Retry", "Revoke", "Skip",
     "Snooze", "Undecodable", "Worker",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # Only names not bound yet get here: of those in __all__, the worker's.
+    if name not in __all__:
+        raise AttributeError(f"module 'headgate' has no attribute {name!r}")
+    import headgate.worker  # the worker runtime, on first use of one of its names
+
+    value = getattr(headgate.worker, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

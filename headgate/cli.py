@@ -404,6 +404,7 @@ if __name__ == "__main__":
 BENCHMARKS = {
     "api": "api.py",
     "engine": "engine.py",
+    "import_time": "import_time.py",
     "inspect": "inspection.py",
     "peers": "peers_headgate.py",
     "reliability": "reliability.py",
