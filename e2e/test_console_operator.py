@@ -6,6 +6,7 @@ or a second store connection to the same SQLite file.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -72,3 +73,54 @@ def test_queue_rows_hold_their_columns_and_dead_letters_are_not_depth(
     expect(busy.locator(".counts")).to_contain_text("available")
     page.wait_for_timeout(1200)  # a few live frames
     assert column_widths(page) == before
+
+
+def test_rate_classes_and_limits_can_be_deleted_and_read_in_words(
+        server: Server, page: Any) -> None:
+    """Item 8: Delete on rate classes and concurrency limits (through the API, with a
+    force confirmation when jobs depend on it), the naming rule in the form, windows in
+    words, and cron specs read aloud with the next run's clock time."""
+    assert server.api("PUT", "/rate-classes/e2e-spare",
+                      json={"limit": 2, "window_ms": 60_000}).status_code == 200
+    assert server.api("PUT", "/concurrency-limits/e2e-cap",
+                      json={"queue": "e2e-capped", "max_concurrent": 1,
+                            "on_saturated": "queue"}).status_code == 200
+    page.goto(server.base + "/rate-classes")
+    live(page)
+    row = page.locator("#rate-rows tr", has=page.locator("th", has_text="e2e-spare"))
+    expect(row.locator("td.num").first).to_have_text("2 per minute")
+    delete = row.get_by_role("button", name="Delete")
+    delete.click()
+    expect(delete).to_have_text("Delete it? (click again)")
+    delete.click()
+    expect(page.locator("#flash")).to_contain_text("Rate class deleted")
+    expect(row).to_have_count(0)
+    assert "e2e-spare" not in [r["name"] for r in server.api("GET", "/rate-classes").json()]
+    # A class jobs wait on (sms holds 4 notifications): the button says so first.
+    sms = page.locator("#rate-rows tr", has=page.locator("th", has_text="sms"))
+    expect(sms.get_by_role("button", name="Delete")).to_be_visible()
+    sms.get_by_role("button", name="Delete").click()
+    expect(sms.locator("button.armed")).to_contain_text("jobs wait on it: delete anyway?")
+    # The form applies the API's naming rule before sending anything.
+    form = page.locator("form", has=page.locator('input[name="window_ms"]'))
+    form.locator('input[name="name"]').fill("bad name!")
+    form.locator('input[name="limit"]').fill("3")
+    assert form.locator('input[name="name"]').evaluate("el => !el.checkValidity()")
+    form.get_by_role("button", name="Save rate class").click()
+    assert "bad name!" not in [r["name"] for r in server.api("GET", "/rate-classes").json()]
+
+    page.goto(server.base + "/concurrency")
+    live(page)
+    row = page.locator("tr", has=page.locator("th", has_text="e2e-cap"))
+    row.get_by_role("button", name="Delete").click()
+    row.get_by_role("button", name="Delete it? (click again)").click()
+    expect(page.locator("#flash")).to_contain_text("Limit deleted")
+    expect(page.locator("tr", has=page.locator("th", has_text="e2e-cap"))).to_have_count(0)
+
+    page.goto(server.base + "/periodic")
+    live(page)
+    nightly = page.locator("#periodic-rows tr", has=page.locator("a", has_text="nightly-report"))
+    expect(nightly).to_contain_text("every day at 03:00 UTC")
+    expect(nightly.locator("td").nth(2)).to_contain_text(re.compile(r"in .+ · .*\d\d:\d\d UTC"))
+    digest = page.locator("#periodic-rows tr", has=page.locator("a", has_text="weekday-digest"))
+    expect(digest).to_contain_text("weekdays at 08:00 Europe/Paris time")

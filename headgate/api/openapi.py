@@ -578,6 +578,16 @@ def _paths() -> dict[str, dict[str, Any]]:
         "put", "putRateClass", "Create or update a rate class (paused = kill switch)",
         "policy", params=[_path_param("name", "rate class")], body="RateClassRequest",
         ok=EMPTY_200))
+    add("/rate-classes/{name}", "delete", _operation(
+        "delete", "deleteRateClass", "Delete a rate class", "policy",
+        params=[_path_param("name", "rate class"),
+                _query_param("force", BOOL, "Delete it even while jobs wait on it.")],
+        ok=NO_CONTENT,
+        description="204 when deleted; 404 for an unknown class; 409 (with `jobs`, how "
+                    "many available jobs name it) while jobs wait on it, unless "
+                    "`force=true` (those jobs then run without a budget). PUT names "
+                    "follow one rule: 1-128 characters from letters, digits and "
+                    "`. _ - : / @ +`, starting with a letter or digit."))
     add("/concurrency-limits", "get", _operation(
         "get", "listConcurrencyLimits", "Concurrency ceilings", "policy",
         ok={"200": _resp("Limits", arr(ref("ConcurrencyLimit")))}))
@@ -585,6 +595,14 @@ def _paths() -> dict[str, dict[str, Any]]:
         "put", "putConcurrencyLimit", "Create or update a concurrency ceiling", "policy",
         params=[_path_param("name", "limit name")], body="ConcurrencyLimitRequest",
         ok=EMPTY_200))
+    add("/concurrency-limits/{name}", "delete", _operation(
+        "delete", "deleteConcurrencyLimit", "Delete a concurrency ceiling", "policy",
+        params=[_path_param("name", "limit name"),
+                _query_param("force", BOOL, "Delete it even while its queue has work.")],
+        ok=NO_CONTENT,
+        description="204 when deleted; 404 for an unknown limit; 409 (with `jobs`, how "
+                    "many jobs of its queue are available or running) unless "
+                    "`force=true`. Names follow the rate-class rule."))
     add("/partitions", "get", _operation(
         "get", "listPartitions", "Partitions of a queue (busiest 200)", "policy",
         params=[_query_param("queue", STR, Q, required=True)],

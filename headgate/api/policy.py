@@ -5,6 +5,7 @@ from __future__ import annotations
 import flask
 
 from headgate.adapters.sql.control import SATURATION_STRATEGIES
+from headgate.core.names import check_policy_name
 
 from .blueprint import bp, empty_ok, json_response, no_content
 from .context import store
@@ -36,9 +37,23 @@ def put_rate_class(name: str) -> flask.Response:
     """`paused: true` is the kill switch: the class admits nothing, fleet-wide."""
     b = json_body(req("limit", "i64"), req("window_ms", "i64"), opt("burst", "i64"),
                   dflt("paused", "bool", False))
+    check_policy_name("rate class", name)
     burst = max(b["limit"], 1) if b["burst"] is None else b["burst"]
     store().upsert_rate_class(name, b["limit"], b["window_ms"], burst, b["paused"])
     return empty_ok()
+
+
+@bp.delete("/rate-classes/<segment:name>")
+def delete_rate_class(name: str) -> flask.Response:
+    """204, 404 for an unknown class, 409 while available jobs wait on it (they would
+    run without a budget) unless `force=true`."""
+    p = query(dflt("force", "bool", False))
+    waiting = store().delete_rate_class(name, p["force"])
+    if waiting and not p["force"]:
+        raise ApiError(409, f"rate class is in use: {waiting} available jobs name it "
+                       "(force=true deletes it anyway; they then run without a budget)",
+                       jobs=waiting)
+    return no_content()
 
 
 @bp.get("/concurrency-limits")
@@ -58,6 +73,7 @@ def concurrency_limits() -> flask.Response:
 @bp.put("/concurrency-limits/<segment:name>")
 def put_concurrency_limit(name: str) -> flask.Response:
     b = json_body(req("queue", "str"), req("max_concurrent", "u64"), req("on_saturated", "str"))
+    check_policy_name("concurrency limit", name)
     if not b["queue"]:
         raise ApiError(400, "name and queue must not be empty")
     if b["max_concurrent"] == 0:
@@ -68,6 +84,18 @@ def put_concurrency_limit(name: str) -> flask.Response:
         raise ApiError(400, f"on_saturated must be one of {'|'.join(SATURATION_STRATEGIES)}")
     store().upsert_concurrency_limit(name, b["queue"], b["max_concurrent"], b["on_saturated"])
     return empty_ok()
+
+
+@bp.delete("/concurrency-limits/<segment:name>")
+def delete_concurrency_limit(name: str) -> flask.Response:
+    """204, 404 for an unknown limit, 409 while jobs of its queue are available or
+    running under it unless `force=true`."""
+    p = query(dflt("force", "bool", False))
+    governed = store().delete_concurrency_limit(name, p["force"])
+    if governed and not p["force"]:
+        raise ApiError(409, f"concurrency limit is in use: {governed} jobs of its queue are "
+                       "available or running (force=true deletes it anyway)", jobs=governed)
+    return no_content()
 
 
 @bp.get("/partitions")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -161,7 +162,7 @@ def explain_sentences(exp: Explanation | None, job: Job, now: int | None = None)
         needs = f"; this job costs {weight}" if weight and weight != 1 else ""
         when = f", refills in {duration(refill)}" if refill is not None else ""
         return [f"Waiting for rate class {name}: {left} of {burst} tokens{when}{needs} "
-                f"(limit {d.get('limit')} per {duration(d.get('window_ms'))})."]
+                f"(limit {per_window(d.get('limit'), d.get('window_ms'))})."]
     if blocked == "concurrency_limit":
         part = d.get("partition_key") or ""
         where = f"partition {part}" if part else "the default partition"
@@ -367,3 +368,93 @@ def utilization(worker: dict[str, Any]) -> float:
 
 def pct(frac: float | None) -> str:
     return f"{(frac or 0) * 100:.0f}%"
+
+
+# -- policy and schedule words ------------------------------------------------------------
+
+_UNITS = ((86_400_000, "day"), (3_600_000, "hour"), (60_000, "minute"), (1000, "second"))
+
+
+def period(ms: int | None) -> str:
+    """A window or an interval as a person says it: `minute`, `5 minutes`, `1.5 s`."""
+    if not ms or ms <= 0:
+        return "—"
+    for size, unit in _UNITS:
+        if ms % size == 0:
+            n = ms // size
+            return unit if n == 1 else f"{n} {unit}s"
+    return duration(ms)
+
+
+def per_window(limit: int | None, window_ms: int | None) -> str:
+    """`2 per minute`, `20 per second`, `5 per 10 minutes` (was `2 per 1m 0s`)."""
+    return f"{number(limit)} per {period(window_ms)}"
+
+
+_DOW = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+_NUM = re.compile(r"[0-9]{1,2}")
+
+
+def describe_spec(spec: str) -> str:
+    """A plain-language reading of a schedule spec for the common shapes (`every day at
+    03:00 UTC`, `weekdays at 08:00 Europe/Paris time`, `every 5 minutes`); "" for a
+    shape it does not read, where the spec itself is the only honest description."""
+    spec = spec.strip()
+    if spec.startswith("@every:"):
+        try:
+            return f"every {period(int(spec[7:]))}"
+        except ValueError:
+            return ""
+    zone = "UTC"
+    if spec.startswith("CRON_TZ="):
+        head, _, spec = spec.partition(" ")
+        zone = f"{head[8:]} time"
+    fields = spec.split()
+    if len(fields) == 6:
+        if fields[0] not in ("0", "00"):
+            return ""
+        fields = fields[1:]
+    if len(fields) != 5:
+        return ""
+    minute, hour, dom, month, dow = fields
+    if month != "*":
+        return ""
+    if hour == "*" and dom == "*" and dow == "*":
+        if minute == "*":
+            return "every minute"
+        if minute.startswith("*/") and _NUM.fullmatch(minute[2:]):
+            return f"every {minute[2:]} minutes"
+        if _NUM.fullmatch(minute):
+            return f"every hour at :{int(minute):02d}"
+        return ""
+    if not _NUM.fullmatch(minute):
+        return ""
+    if hour.startswith("*/") and _NUM.fullmatch(hour[2:]) and dom == "*" and dow == "*":
+        return f"every {hour[2:]} hours at :{int(minute):02d}"
+    hours = hour.split(",")
+    if not all(_NUM.fullmatch(h) for h in hours):
+        return ""
+    at = " and ".join(f"{int(h):02d}:{int(minute):02d}" for h in hours)
+    if dom == "*" and dow == "*":
+        days = "every day"
+    elif dom == "*" and dow == "1-5":
+        days = "weekdays"
+    elif dom == "*" and dow in ("0,6", "6,0", "6,7", "SAT,SUN"):
+        days = "weekends"
+    elif dom == "*" and all(_NUM.fullmatch(d) and int(d) <= 7 for d in dow.split(",")):
+        names = [_DOW[int(d) % 7] + "s" for d in dow.split(",")]
+        days = "on " + ", ".join(names)
+    elif dow == "*" and _NUM.fullmatch(dom):
+        days = f"on day {int(dom)} of every month"
+    else:
+        return ""
+    return f"{days} at {at} {zone}"
+
+
+def when(at_ms: int | None, now: int | None = None) -> str:
+    """`in 8h 13m · 03:00 UTC` (with the weekday when it is not within a day)."""
+    if not at_ms:
+        return "—"
+    now = now if now is not None else now_ms()
+    fmt = "%H:%M UTC" if abs(at_ms - now) < 86_400_000 else "%a %d %b %H:%M UTC"
+    return f"{ago(at_ms, now)} · {time.strftime(fmt, time.gmtime(at_ms // 1000))}"

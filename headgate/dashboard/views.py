@@ -15,7 +15,7 @@ from urllib.parse import quote
 import flask
 from werkzeug.exceptions import HTTPException
 
-from headgate.core import HeadgateError, Job, JobPage, drain
+from headgate.core import HeadgateError, Job, JobPage, drain, names
 from headgate.web import failed_attempts
 from headgate.web.app import get_store
 
@@ -115,6 +115,7 @@ def _template_context() -> dict[str, Any]:
         "api_base": api_base(),
         "nav": NAV,
         "fmt": present,
+        "names": names,
         "STATE_ORDER": present.STATE_ORDER,
         "STATE_HELP": present.STATE_HELP,
         "dom_id": present.dom_id,
@@ -322,9 +323,11 @@ def rate_classes() -> str:
 @bp.get("/concurrency")
 def concurrency() -> str:
     s = store()
+    stats = s.queue_stats()
     return render("concurrency.html", page="concurrency", title="Concurrency limits",
-                  limits=s.concurrency_limits(),
-                  queue_names=[q["queue"] for q in s.queue_stats()])
+                  limits=s.concurrency_limits(), queue_names=[q["queue"] for q in stats],
+                  queue_work={q["queue"]: q["by_state"].get("available", 0)
+                              + q["by_state"].get("running", 0) for q in stats})
 
 
 @bp.get("/partitions")

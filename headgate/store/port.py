@@ -274,12 +274,32 @@ class Store(ABC):
     @abstractmethod
     def concurrency_limits(self) -> list[dict[str, Any]]: ...
 
+    @abstractmethod
+    def delete_rate_class(self, name: str, force: bool = False) -> int:
+        """Delete rate class `name` (NotFound when there is none) unless available jobs
+        wait on it; returns how many wait, and deletes only when none do or `force`."""
+
+    @abstractmethod
+    def delete_concurrency_limit(self, name: str, force: bool = False) -> int:
+        """Delete concurrency limit `name` (NotFound when there is none) unless jobs of
+        its queue are available or running; returns how many, and deletes only when
+        none are or `force`."""
+
+
     # -- inspection ------------------------------------------------------------------
     @abstractmethod
     def get_job(self, job_id: str, include_payload: bool = False) -> Job | None: ...
 
     @abstractmethod
     def get_result(self, job_id: str) -> Blob | None: ...
+
+    def watch_finished(self, job_id: str,
+                       callback: Callable[[], None]) -> Callable[[], None] | None:
+        """Call ``callback`` (from another thread) whenever ``job_id`` may have reached a
+        terminal state or been deleted, in any process; returns how to stop watching, or
+        None when this store has no such signal and the caller must poll (the default).
+        A wake-up is a hint: the caller reads the job to learn what happened."""
+        return None
 
     @abstractmethod
     def get_output(self, job_id: str) -> Blob | None: ...
@@ -292,14 +312,6 @@ class Store(ABC):
         self, filter: JobFilter, cursor: str | None = None, limit: int = 50,
         include_payload: bool = False,
     ) -> JobPage: ...
-
-    def watch_finished(self, job_id: str,
-                       callback: Callable[[], None]) -> Callable[[], None] | None:
-        """Call ``callback`` (from another thread) whenever ``job_id`` may have reached a
-        terminal state or been deleted, in any process; returns how to stop watching, or
-        None when this store has no such signal and the caller must poll (the default).
-        A wake-up is a hint: the caller reads the job to learn what happened."""
-        return None
 
     @abstractmethod
     def counts(self, queue: str | None = None) -> dict[str, int]: ...

@@ -168,6 +168,39 @@ def upsert_concurrency_limit(
     )
 
 
+def delete_rate_class(conn: Connection, name: str, force: bool) -> int:
+    """Remove a rate class unless jobs wait on it (available jobs naming it: the
+    partial index jobs_rate_class_available_id counts them, never a scan); returns that
+    count, and deletes only when it is 0 or `force`. Jobs that name a missing class are
+    admitted without a budget."""
+    if conn.execute("SELECT 1 FROM rate_classes WHERE name = ?", (name,)).fetchone() is None:
+        raise NotFound("rate class", name)
+    waiting = conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE rate_class = ? AND rate_class <> '' "
+        "AND state = 'available' LIMIT 100000) AS waiting", (name,),
+    ).fetchone()[0]
+    if waiting == 0 or force:
+        conn.execute("DELETE FROM rate_classes WHERE name = ?", (name,))
+    return int(waiting)
+
+
+def delete_concurrency_limit(conn: Connection, name: str, force: bool) -> tuple[int, str]:
+    """Remove a concurrency limit unless its queue has jobs running or waiting under it
+    (from the maintained queue_counts, not from jobs); returns (that count, its queue),
+    and deletes only when the count is 0 or `force`."""
+    row = conn.execute("SELECT queue FROM concurrency_limits WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        raise NotFound("concurrency limit", name)
+    queue = row[0]
+    governed = conn.execute(
+        "SELECT coalesce(sum(n), 0) FROM queue_counts WHERE queue = ? "
+        "AND state IN ('available', 'running')", (queue,),
+    ).fetchone()[0]
+    if governed == 0 or force:
+        conn.execute("DELETE FROM concurrency_limits WHERE name = ?", (name,))
+    return int(governed), queue
+
+
 # -- workers ------------------------------------------------------------------------
 
 UPSERT_WORKER = """

@@ -272,6 +272,18 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
                                              on_saturated)
         self._publish(queue)
 
+    def delete_rate_class(self, name: str, force: bool = False) -> int:
+        with self.db.write() as (conn, _now):
+            waiting = control.delete_rate_class(conn, name, force)
+        self.activity.publish(())
+        return waiting
+
+    def delete_concurrency_limit(self, name: str, force: bool = False) -> int:
+        with self.db.write() as (conn, _now):
+            governed, queue = control.delete_concurrency_limit(conn, name, force)
+        self._publish(queue)
+        return governed
+
     def concurrency_limits(self) -> list[dict[str, Any]]:
         with self.db.read() as conn:
             return inspect.concurrency_limits(conn)
