@@ -48,7 +48,8 @@ if TYPE_CHECKING:
         Worker,
     )
 
-__version__ = "0.1.0"
+# The one place the version is written: pyproject.toml reads it from here.
+__version__ = "0.2.0"
 
 __all__ = [
     "Backpressure", "CircuitBreaker", "CircuitOpen", "Claim", "Client", "Duplicate",

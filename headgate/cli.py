@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 import click
 
+from headgate import __version__
 from headgate.config import ConfigError, Settings, redact_url
 from headgate.core import StoreUnavailable
 
@@ -118,7 +119,7 @@ log_level_option = click.option(
 
 
 @click.group()
-@click.version_option(package_name="headgate")
+@click.version_option(__version__, prog_name="headgate")
 def main() -> None:
     """headgate: a job queue whose dequeue is an admission decision."""
 

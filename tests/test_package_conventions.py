@@ -1,10 +1,15 @@
-"""What `import headgate` costs a producer, checked in fresh interpreters of this venv."""
+"""What `import headgate` costs a producer, and the conventions of a Python package
+(`python -m headgate`, one version), checked in fresh interpreters of this venv. The
+same checks on an installed wheel are in test_distribution.py."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from importlib.metadata import version
+
+import headgate
 
 # What a producer embedded in a host application must not be made to import.
 SERVER_SIDE = ("flask", "gunicorn", "apscheduler")
@@ -35,3 +40,15 @@ def test_worker_names_still_resolve_from_the_package() -> None:
     proc = _run("-c", "import headgate; headgate.NoSuchName")
     assert proc.returncode == 1
     assert "AttributeError: module 'headgate' has no attribute 'NoSuchName'" in proc.stderr
+
+
+def test_python_m_headgate_is_the_cli_and_reports_the_one_version() -> None:
+    proc = _run("-m", "headgate", "--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"headgate, version {headgate.__version__}"
+    # The installed metadata is built from the same attribute (pyproject: dynamic version).
+    assert version("headgate") == headgate.__version__
+
+    proc = _run("-m", "headgate", "migrate", "--store", "sqlite://nope")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("headgate: error: ")
