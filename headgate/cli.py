@@ -189,7 +189,8 @@ class _WorkerPool:
         from headgate.worker.launcher import load_worker
 
         worker = load_worker(self.app_ref, settings.store_url(), migrate=settings.migrate)
-        worker.configure(concurrency=self.concurrency, drain_ms=self.drain_ms)
+        # The server process runs its own duties (or was told not to with --no-duties).
+        worker.configure(concurrency=self.concurrency, drain_ms=self.drain_ms, duties=False)
         return worker.start()
 
 
@@ -330,7 +331,10 @@ def migrate(store_url: str | None) -> None:
               help="On SIGTERM/SIGINT, how long in-flight jobs may finish before they are "
                    "released. Default: the app's (30000).")
 @click.option("--duties/--no-duties", default=None,
-              help="Also run the reclaimer and promoter duties (under duty leases).")
+              help="Run the maintenance duties a fleet of workers needs without a "
+                   "server (reclaimer, promoter, scheduler, retention, worker aging, "
+                   "history) under duty leases, one runner per duty in the fleet. "
+                   "Default: on (unless the app's Worker says duties=False).")
 @click.option("--isolated/--no-isolated", default=None,
               help="Run handlers in child processes.")
 @click.option("--worker-id", default=None, help="Registry id. Default: host:pid:random.")
@@ -348,9 +352,9 @@ def worker(app: str, store_url: str | None, queues: str | None, concurrency: int
     unavailable (unreachable, not a database, its schema newer than this headgate, or
     behind it with migrations off)."""
     from headgate.core import InvalidInput
-    from headgate.worker.launcher import configure_logging, run_worker
+    from headgate.worker.launcher import run_worker
 
-    configure_logging(log_level)
+    _configure_logging(log_level)
     try:
         code = run_worker(app, store_url=store_url, queues=queues, concurrency=concurrency,
                           lease_ms=lease_ms, drain_ms=drain_ms, duties=duties,

@@ -35,9 +35,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.schedulers.background import BackgroundScheduler
-
 from headgate.store.port import Store
 from headgate.streak import FailureStreak
 
@@ -165,6 +162,11 @@ class DutyRunner:
         for name in ("apscheduler.executors.default", "apscheduler.scheduler"):
             if logging.getLogger(name).level == logging.NOTSET:
                 logging.getLogger(name).setLevel(logging.WARNING)
+        # Imported here, not at the top: `import headgate` (producers) must not load
+        # APScheduler; only a process that runs duties needs it.
+        from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.schedulers.background import BackgroundScheduler
+
         self._scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(max_workers=threads)},
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},

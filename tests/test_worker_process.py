@@ -194,6 +194,55 @@ def test_kill_9_mid_job_is_finished_by_another_worker_after_the_lease_expires(
     assert second.wait(30) == 0
 
 
+LEASE_MS = 1000
+DUTY_TTL_S = 3.0  # the duty lease's TTL: max(3 s, 3 ticks of the app's 200 ms)
+CRASH_BACKOFF_S = 1.25  # at most, before a crash's first re-run
+
+
+def test_two_cli_workers_and_no_server_recover_a_kill_9_with_their_default_duties(
+    store: Store, spawn: Callable[..., WorkerProcess], tmp_path: Path
+) -> None:
+    """No `serve`, no `--duties`: the survivor's own reclaimer and promoter (held under
+    duty leases, taken over from the victim if it had them) finish the job."""
+    a = spawn("--worker-id", "a", "--lease-ms", str(LEASE_MS), name="a")
+    b = spawn("--worker-id", "b", "--lease-ms", str(LEASE_MS), name="b")
+    wait_for(lambda: {"a", "b"} <= {w["worker_id"] for w in store.list_workers(60_000)},
+             30, "both workers to register")
+    job_id = headgate.Client(store).enqueue("block", b"")
+    marker = wait_for(lambda: started_marker(tmp_path, job_id).exists()
+                      and started_marker(tmp_path, job_id), 20, "the job to start")
+    victim, survivor = (a, b) if int(marker.read_text()) == a.pid else (b, a)
+    assert store.get_job(job_id).state is State.RUNNING
+    os.kill(victim.pid, signal.SIGKILL)
+    assert victim.wait(10) == -signal.SIGKILL
+
+    # Lease + a few seconds: the victim may have held the reclaimer's duty lease too.
+    wait_for(lambda: store.get_job(job_id).state is State.COMPLETED,
+             LEASE_MS / 1000 + DUTY_TTL_S + CRASH_BACKOFF_S + 5,
+             "the surviving worker to reclaim and finish the job")
+    job = store.get_job(job_id)
+    assert (job.crash_attempt, job.attempt, job.fence) == (1, 0, 2)
+    assert [e["outcome"] for e in job.errors] == ["lease_lost"]
+    assert job.worker_id == ("b" if survivor is b else "a")
+    # The reclaimer ran in the survivor: it took the duty over if the victim held it.
+    holders = {d["name"]: d["holder"] for d in store.duty_holders()}
+    assert holders["reclaimer"] == job.worker_id
+    os.kill(survivor.pid, signal.SIGTERM)
+    assert survivor.wait(30) == 0
+
+
+def test_cli_worker_with_no_duties_holds_none(
+    store: Store, spawn: Callable[..., WorkerProcess]
+) -> None:
+    worker = spawn("--worker-id", "quiet", "--no-duties", name="quiet")
+    wait_for(lambda: any(w["worker_id"] == "quiet" and w["polls"] > 3
+                         for w in store.list_workers(60_000)), 30, "the worker to poll")
+    time.sleep(0.5)  # a few duty ticks (200 ms) it would have run
+    assert [d for d in store.duty_holders() if d["holder"] == "quiet"] == []
+    os.kill(worker.pid, signal.SIGTERM)
+    assert worker.wait(30) == 0
+
+
 def test_job_that_kills_its_worker_three_times_ends_quarantined(
     store: Store, spawn: Callable[..., WorkerProcess], tmp_path: Path
 ) -> None:

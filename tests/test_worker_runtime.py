@@ -11,6 +11,8 @@ import contextlib
 import logging
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,9 +23,10 @@ from support import wait_for
 from test_worker_app import register_all
 
 import headgate
-from headgate import Job, LeaseLost, Outcome, State, Store, Worker
+from headgate import InvalidInput, Job, LeaseLost, Outcome, State, Store, Worker
 from headgate.worker import DEADLINE_HEADER, EXIT_RESTART, JobContext
 from headgate.worker.context import AttemptGate
+from headgate.worker.duties import WORKER_DUTIES
 
 FAST = {"heartbeat_ms": 100, "poll_ceiling_ms": 50, "kill_grace_ms": 300,
         "timeout_grace_ms": 300, "lease_ms": 1500}
@@ -493,24 +496,40 @@ def test_leases_are_renewed_so_a_long_job_outlives_its_lease(
 def test_duties_run_under_a_lease_and_resign_hands_them_over(
     store: Store, make_worker: Callable[..., Worker]
 ) -> None:
-    worker = make_worker(duties=True, duty_interval_ms=50, resign_cooldown_ms=60_000)
+    worker = make_worker(duty_interval_ms=50, resign_cooldown_ms=60_000)  # duties: default
     worker.start()
 
-    def holders() -> dict[str, str]:
-        now = store.now_ms()
-        return {d["name"]: d["holder"] for d in store.duty_holders()
-                if d["expires_at_ms"] > now}
-
-    wait_for(lambda: holders() == {"reclaimer": worker.worker_id,
-                                   "promoter": worker.worker_id}, 5, "duty leases")
+    wait_for(lambda: held_duties(store) == dict.fromkeys(WORKER_DUTIES, worker.worker_id),
+             5, "duty leases")
     # Another process cannot take them while they are held...
     assert store.claim_duty("reclaimer", "someone-else", 1000) is False
     store.signal_worker(worker.worker_id, "resign")
-    wait_for(lambda: holders() == {}, 5, "the duties to be released")
+    wait_for(lambda: held_duties(store) == {}, 5, "the duties to be released")
     # ...and after a resign it can, while this worker keeps working.
     assert store.claim_duty("reclaimer", "someone-else", 1000) is True
     job_id = headgate.Client(store).enqueue("ok", b"")
     wait_for(lambda: state_of(store, job_id) is State.COMPLETED, 5, "work after resign")
+
+
+def held_duties(store: Store) -> dict[str, str]:
+    now = store.now_ms()
+    return {d["name"]: d["holder"] for d in store.duty_holders() if d["expires_at_ms"] > now}
+
+
+def test_duties_false_or_a_list_of_names_limits_what_a_worker_holds(
+    store: Store, make_worker: Callable[..., Worker]
+) -> None:
+    none = make_worker(duty_interval_ms=50, worker_id="none").start(duties=False)
+    some = make_worker(duty_interval_ms=50, worker_id="some", duties=["promoter"])
+    some.start()
+    wait_for(lambda: held_duties(store) == {"promoter": "some"}, 5, "the promoter lease")
+    time.sleep(0.3)  # several more ticks: nobody takes the others
+    assert held_duties(store) == {"promoter": "some"}
+    assert none.status == some.status == "running"
+    with pytest.raises(InvalidInput, match="unknown duty 'reclaimr'"):
+        make_worker(duties=["reclaimr"])
+    with pytest.raises(InvalidInput, match="duties must be"):
+        make_worker(duties=3)
 
 
 def test_an_idle_worker_in_the_same_process_picks_up_at_once(
@@ -660,3 +679,18 @@ def test_captured_log_lines_are_bounded_and_kept_with_the_failed_attempt(
     assert logs[0] == "(102 earlier log lines dropped)"
     assert logs[1:] == [f"INFO step {i}" for i in range(102, 120)] + [
         "ERROR lookup failed [KeyError: 'missing']"]
+
+
+def test_a_worker_loads_apscheduler_only_when_it_starts_duties(store_url: str) -> None:
+    """Producers import headgate (which exports Worker) without APScheduler."""
+    script = (
+        "import sys, headgate\n"
+        "store = headgate.open_store(sys.argv[1])\n"
+        "worker = headgate.Worker(store, heartbeat_ms=100)\n"
+        "print('apscheduler' in sys.modules)\n"
+        "worker.start(); worker.stop(drain_ms=0, timeout=15)\n"
+        "print('apscheduler' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script, store_url], capture_output=True,
+                         text=True, timeout=60, check=True).stdout.split()
+    assert out == ["False", "True"]

@@ -11,7 +11,8 @@ shutdown has released its job):
   enforces timeouts and deadlines (``leases``);
 - **heartbeat** — upserts the registry row, applies operator signals and cancels
   (``heartbeat``);
-- **duties** (optional) — reclaimer and promoter under singleton duty leases (``duties``).
+- **duties** (on by default) — the maintenance duties under singleton duty leases, on
+  APScheduler's threads (``duties``).
 
 They share the table of attempts (``attempts``) and the stop state (``control``).
 

@@ -31,7 +31,7 @@ from .control import (
     Control,
 )
 from .decoders import Decoder
-from .duties import DEFAULT_RESIGN_COOLDOWN_MS, WorkerDuties, worker_duty_runner
+from .duties import DEFAULT_RESIGN_COOLDOWN_MS, WorkerDuties, duty_names, worker_duty_runner
 from .engine import Engine
 from .heartbeat import default_worker_id
 from .pool import DEADLINE_HEADER, Handler, HandlerSpec
@@ -78,8 +78,12 @@ class Worker:
       ``deadline_at_ms`` header). Not started by then → ``skip`` (archived, never
       retried: retrying cannot meet a deadline). Reached while running → cancelled,
       then ``skip`` with "deadline exceeded".
-    - ``duties=True`` runs the reclaimer and promoter in this process under duty leases
-      (``duty_runner`` replaces the default runner, e.g. one with more duties).
+    - ``duties`` (default ``True``): the maintenance duties a fleet of workers needs
+      without a server — reclaimer, promoter, scheduler, retention, worker aging,
+      history (``worker.duties.WORKER_DUTIES``; why these: ``headgate.worker.duties``)
+      — run in this process under singleton duty leases, so each runs in one process
+      of the fleet. ``False`` runs none (a server or another process carries them); a
+      list of names runs those. ``duty_runner`` replaces the default runner.
     - ``isolated=True`` runs every handler (unless it says otherwise) in a child process.
     - ``poll_floor_ms`` / ``poll_ceiling_ms``: empty-poll backoff. ``probe_interval_ms``:
       how often the cheap change probe is consulted between polls; after
@@ -105,7 +109,7 @@ class Worker:
         timeout_grace_ms: int = 5_000,
         kill_grace_ms: int = 5_000,
         isolated: bool = False,
-        duties: bool = False,
+        duties: bool | Iterable[str] = True,
         duty_interval_ms: int = 1_000,
         duty_runner: WorkerDuties | None = None,
         resign_cooldown_ms: int = DEFAULT_RESIGN_COOLDOWN_MS,
@@ -160,7 +164,7 @@ class Worker:
         self, *, queues: Sequence[str] | None = None, concurrency: int | None = None,
         lease_ms: int | None = None, drain_ms: int | None = None,
         timeout_ms: int | None = None, deadline_ms: int | None = None,
-        isolated: bool | None = None, duties: bool | None = None,
+        isolated: bool | None = None, duties: bool | Iterable[str] | None = None,
         worker_id: str | None = None,
     ) -> Worker:
         """Change settings before ``run``/``start`` (the CLI's overrides use this)."""
@@ -195,7 +199,7 @@ class Worker:
         if isolated is not None:
             self.isolated = bool(isolated)
         if duties is not None:
-            self.duties = bool(duties)
+            self.duties = duty_names(duties)
         if worker_id is not None:
             self.worker_id = worker_id
         return self
@@ -241,12 +245,15 @@ class Worker:
         return sorted(self._handlers)
 
     # -- lifecycle ----------------------------------------------------------------------
-    def run(self) -> int:
+    def run(self, *, duties: bool | Iterable[str] | None = None) -> int:
         """Work until stopped by ``stop()``, a ``terminate``/``restart`` signal,
         SIGTERM or Ctrl-C; returns the exit code (0, or ``EXIT_RESTART`` after
-        ``restart``). In the main thread of a process that left SIGTERM at its default,
-        SIGTERM and SIGINT drain as under ``headgate worker`` (a second one releases
-        and exits at once) until ``run`` returns."""
+        ``restart``). ``duties`` overrides the worker's setting (``run(duties=False)``
+        when something else runs them). In the main thread of a process that left
+        SIGTERM at its default, SIGTERM and SIGINT drain as under ``headgate worker``
+        (a second one releases and exits at once) until ``run`` returns."""
+        if duties is not None:
+            self.configure(duties=duties)
         restore = self._drain_on_signals()
         try:
             return self._run()
@@ -281,8 +288,11 @@ class Worker:
         self._done.set()
         return code
 
-    def start(self) -> Worker:
-        """Run in a background thread (embedding, tests). ``stop()`` ends it."""
+    def start(self, *, duties: bool | Iterable[str] | None = None) -> Worker:
+        """Run in a background thread (embedding, tests). ``stop()`` ends it.
+        ``duties`` as for ``run``."""
+        if duties is not None:
+            self.configure(duties=duties)
         self._bg_thread = threading.Thread(target=self._run_bg, name="headgate-worker",
                                            daemon=True)
         self._bg_thread.start()
@@ -347,14 +357,15 @@ class Worker:
         self.started_at_ms = int(time.time() * 1000)
         if self.duties and self._duty_runner is None:
             self._duty_runner = worker_duty_runner(self.store, self.worker_id,
-                                                   self.duty_interval_ms)
+                                                   self.duty_interval_ms, duties=self.duties)
         engine = Engine(self, dict(self._handlers), self._control,
                         self._duty_runner if self.duties else None)
         self._engine = engine
         log.info(
             "worker %s starting: queues=%s concurrency=%d lease_ms=%d kinds=%s%s%s",
             self.worker_id, ",".join(self.queues), self.concurrency, self.lease_ms,
-            ",".join(self.kinds) or "-", " duties" if self.duties else "",
+            ",".join(self.kinds) or "-",
+            f" duties={','.join(self.duties)}" if self.duties else " no-duties",
             " isolated" if self.isolated else "",
         )
         engine.start()
