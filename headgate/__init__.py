@@ -35,6 +35,7 @@ from headgate.core import (
 from headgate.store import Store, open_store
 
 if TYPE_CHECKING:
+    from headgate.tasks import App, Backoff, JobFailed, JobRef, ResultGone, Task
     from headgate.worker import (
         JobContext,
         JobOutcome,
@@ -63,15 +64,19 @@ __all__ += [
     "JobContext", "JobOutcome", "JsonDecoder", "RateLimited", "Retry", "Revoke", "Skip",
     "Snooze", "Undecodable", "Worker",
 ]
+# The task layer's names (headgate.tasks builds on the worker runtime): loaded alike.
+__all__ += ["App", "Backoff", "JobFailed", "JobRef", "ResultGone", "Task"]
+_TASK_NAMES = frozenset(__all__[-6:])
 
 
 def __getattr__(name: str) -> object:
-    # Only names not bound yet get here: of those in __all__, the worker's.
+    # Only names not bound yet get here: of those in __all__, the worker's and tasks'.
     if name not in __all__:
         raise AttributeError(f"module 'headgate' has no attribute {name!r}")
+    import headgate.tasks
     import headgate.worker  # the worker runtime, on first use of one of its names
 
-    value = getattr(headgate.worker, name)
+    value = getattr(headgate.tasks if name in _TASK_NAMES else headgate.worker, name)
     globals()[name] = value
     return value
 

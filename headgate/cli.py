@@ -156,7 +156,8 @@ def main() -> None:
     "(needs --app).",
 )
 @click.option("--app", "app_ref", default=None, metavar="MODULE:FACTORY",
-              help="With --workers: a callable taking a store and returning a Worker.")
+              help="With --workers: a headgate.App, or a callable taking a store and "
+                   "returning a Worker.")
 @click.option("--drain-ms", type=click.IntRange(min=0), default=30_000, show_default=True,
               help="With --workers: on SIGTERM/SIGINT, how long in-flight jobs may finish "
                    "before they are released.")
@@ -211,9 +212,11 @@ def _worker_pool(workers: int, app_ref: str | None, drain_ms: int) -> _WorkerPoo
         factory = import_object(app_ref)
     except ConfigError as exc:
         _fail(str(exc))
+    if callable(getattr(factory, "build_worker", None)):  # a headgate.App
+        return _WorkerPool(app_ref, workers, drain_ms)
     if isinstance(factory, Worker) or not callable(factory):
-        _fail(f"{app_ref} must be a callable taking a store and returning a Worker: the "
-              "server's worker uses the server's store")
+        _fail(f"{app_ref} must be a headgate.App or a callable taking a store and returning "
+              "a Worker: the server's worker uses the server's store")
     return _WorkerPool(app_ref, workers, drain_ms)
 
 
@@ -317,7 +320,8 @@ def migrate(store_url: str | None) -> None:
 
 @main.command()
 @click.option("--app", "app", required=True, metavar="MODULE:OBJ",
-              help="A Worker, or a callable taking a store and returning a Worker.")
+              help="A headgate.App, a Worker, or a callable taking a store and returning "
+                   "a Worker.")
 @click.option("--store", "store_url", default=None, metavar="URL",
               help="sqlite:///PATH or postgresql://… (factory apps only). "
                    "Default: from HG_STORE/HG_SQLITE/HG_PG.")

@@ -23,6 +23,7 @@ operator paused stays paused. Schedules not declared in code are left alone unle
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -50,6 +51,11 @@ SCHEDULE_OPTIONS = ("on_missed", "backfill_limit")
 # Schedule fields the app compares before writing (the rest are the store's).
 SCHEDULE_KEYS = ("kind", "payload", "queue", "partition_key", "rate_class", "priority",
                  "max_attempts", "retention_ms", "spec", "on_missed", "backfill_limit")
+
+
+def worker_runs_coroutines(worker: Worker) -> bool:
+    """Whether the worker awaits ``async def`` handlers on a loop of its own."""
+    return bool(getattr(worker, "runs_coroutines", False))
 
 
 class TaskDecorator(Protocol):
@@ -273,9 +279,14 @@ class App:
     def register(self, worker: Worker) -> None:
         """Register every task as a handler of ``worker``."""
         for task in self._tasks.values():
-            worker.register(task.name, make_handler(task, self._middleware),
-                            decoder=decoder_for(task), timeout_ms=task.timeout_ms,
-                            deadline_ms=task.deadline_ms)
+            handler = make_handler(task, self._middleware)
+            if inspect.iscoroutinefunction(handler) and not worker_runs_coroutines(worker):
+                # It would call the coroutine function, get a coroutine back and record a
+                # success for a run that never happened.
+                raise InvalidInput(f"{task.name} is async (or has async middleware), and "
+                                   "this Worker does not run coroutine handlers")
+            worker.register(task.name, handler, decoder=decoder_for(task),
+                            timeout_ms=task.timeout_ms, deadline_ms=task.deadline_ms)
 
     def sync_schedules(self, store: Store | None = None) -> dict[str, list[str]]:
         """Upsert the declared schedules (unchanged ones are not written; an operator's
@@ -316,7 +327,7 @@ class App:
             settings = settings.with_store_url(store_url)
         if migrate is not None:
             settings = replace(settings, migrate=migrate)
-        store = open_store(settings.store_url(), **settings.store_options())
+        store = open_store(settings.store_url(), **settings.store_options())  # type: ignore[arg-type]
         self.use_store(store)
         self._owns_store = True
         return self._build(store, None, 10, {})

@@ -88,7 +88,7 @@ def failure_outcome(task: Task[Any, Any], job: Job, exc: Exception) -> JobOutcom
         return Skip(f"not retried (retry=None): {text}")
     if task.retry is DEFAULT_RETRY:
         return Retry(None, text)
-    return Retry(delay_for(task.retry, job.attempt + 1), text)
+    return Retry(delay_for(task.retry, job.attempt + 1), text)  # type: ignore[arg-type]
 
 
 def result_of(task: Task[Any, Any], value: Any) -> Any:

@@ -33,9 +33,6 @@ from headgate.worker import Worker
 if TYPE_CHECKING:
     from .app import App
 
-# States in which a job may still run without anyone acting on it.
-_LIVE = (State.RUNNING, State.AVAILABLE, State.SCHEDULED, State.RETRYABLE)
-
 
 class TestSession:
     __test__ = False  # not a pytest test class
@@ -83,26 +80,24 @@ class TestSession:
         worker.start()
         try:
             deadline = time.monotonic() + timeout
-            while self._runnable():
+            while not self._idle(worker):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"jobs still running after {timeout} s")
-                time.sleep(0.005)
         finally:
             worker.stop(timeout=timeout)
 
-    def _runnable(self) -> bool:
-        now = self.store.now_ms()
-        for job in self.jobs():
-            if job.state is State.RUNNING:
-                return True
-            if job.state is State.AVAILABLE:
-                why = self.store.explain_admission(job.id)
-                if why is not None and why.admissible:
-                    return True
-            elif job.state in (State.SCHEDULED, State.RETRYABLE) \
-                    and job.scheduled_at_ms <= now:
-                return True
-        return False
+    @staticmethod
+    def _idle(worker: Worker, polls: int = 3) -> bool:
+        """Idle once ``polls`` admissions in a row, with nothing in flight, admitted
+        nothing: the store's own answer that no job may run now (due retries and
+        delays included: admission promotes them first)."""
+        start, empty = worker.polls, worker.empty_polls
+        while worker.polls - start < polls:
+            if worker.inflight or worker.empty_polls - empty != worker.polls - start:
+                time.sleep(0.002)
+                return False
+            time.sleep(0.002)
+        return worker.inflight == 0 and worker.empty_polls - empty == worker.polls - start
 
     def jobs(self, state: str | State | None = None, kind: str | None = None) -> list[Job]:
         """Every job (optionally of one state and kind), oldest first."""

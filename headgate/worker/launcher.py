@@ -6,7 +6,10 @@
   the store is; ``--store`` is then refused rather than silently ignored), or
 - a callable taking a ``Store`` and returning a ``Worker`` — the recommended form: the
   store comes from ``--store`` or ``HG_STORE``/``HG_SQLITE``/``HG_PG``, so one app
-  module runs against any database.
+  module runs against any database, or
+- a ``headgate.App`` (anything with ``build_worker(store_url, migrate=...)``): it opens
+  ``--store`` if given, else its own URL (or the environment's), upserts its declared
+  schedules and returns a Worker running its tasks.
 
 Overrides, strongest first: command-line flags, then ``HG_LEASE_MS`` (lease only), then
 what the app configured.
@@ -67,6 +70,13 @@ def load_worker(ref: str, store_url: str | None, env: Mapping[str, str] | None =
     """``migrate`` (None: ``HG_MIGRATE``) says whether opening the store applies pending
     migrations; a Worker instance opened its own store, so it cannot take either."""
     obj = import_object(ref)
+    build = getattr(obj, "build_worker", None)
+    if callable(build) and not isinstance(obj, type):
+        worker = build(store_url, migrate=migrate)
+        if not isinstance(worker, Worker):
+            raise ConfigError(f"{ref}.build_worker() returned {type(worker).__name__}, "
+                              "not a Worker")
+        return worker
     if isinstance(obj, Worker):
         if store_url:
             raise ConfigError(
@@ -81,7 +91,8 @@ def load_worker(ref: str, store_url: str | None, env: Mapping[str, str] | None =
             )
         return obj
     if not callable(obj):
-        raise ConfigError(f"{ref} is neither a Worker nor a callable returning one")
+        raise ConfigError(f"{ref} is neither a Worker, an App, nor a callable returning a "
+                          "Worker")
     settings = Settings.from_env(env)
     if store_url:
         settings = settings.with_store_url(store_url)
