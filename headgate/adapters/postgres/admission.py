@@ -33,6 +33,7 @@ from headgate.core.envelope import MAX_PAYLOAD
 from headgate.core.ids import new_lease_id
 
 from . import plain_admit
+from .announce import FinishedAnnouncer
 from .connection import PgConnection, PgDatabase
 
 PLAIN_RETRY_S = 1.0
@@ -129,6 +130,7 @@ class ServerAdmission:
     # ~0.1-0.2 ms, so the plain statement is tried again after `plain_retry_s`.
     _policy_bound: dict[str, float]
     plain_retry_s: float = PLAIN_RETRY_S
+    _finished_announcer: FinishedAnnouncer
 
     def admit(self, worker_id: str, queues: Sequence[str], capacity: int,
               lease_ms: int = 30_000, quantum: int | None = None) -> list[Claim]:
@@ -152,9 +154,12 @@ class ServerAdmission:
     def ack_many(self, acks: Sequence[AckRequest]) -> list[str]:
         plain = plain_acks(acks) if acks else None
         if plain is None:
-            return super().ack_many(acks)  # type: ignore[misc]
-        with self.db.autocommit() as conn:
-            return ack_many(conn, plain)
+            lost = super().ack_many(acks)  # type: ignore[misc]
+        else:
+            with self.db.autocommit() as conn:
+                lost = ack_many(conn, plain)
+        self._acked(acks)
+        return lost
 
     def ack_and_admit(
         self, acks: Sequence[AckRequest], worker_id: str, queues: Sequence[str],
@@ -164,7 +169,9 @@ class ServerAdmission:
         plain = plain_acks(acks)
         if plain is not None:
             with self.db.autocommit() as conn:
-                return admit(conn, worker_id, queues, capacity, lease_ms, quantum, plain)
+                result = admit(conn, worker_id, queues, capacity, lease_ms, quantum, plain)
+            self._acked(acks)
+            return result
         store: Any = self
         with self.db.write() as (conn, now):
             # The function's lock order: queues, then the counters claims will take.
@@ -173,4 +180,11 @@ class ServerAdmission:
             lost, wake = store._apply_acks(conn, now, acks)
             claims = admit(conn, worker_id, queues, capacity, lease_ms, quantum, now=now)[1]
         store._publish(wake)
+        self._acked(acks)
         return lost, claims
+
+    def _acked(self, acks: Sequence[AckRequest]) -> None:
+        """Committed acks are finished (or rescheduled) jobs: live views hear of their
+        queues, coalesced (announce.py), never one NOTIFY per job or per commit."""
+        if acks:
+            self._finished_announcer.finished({a.claim.job.queue for a in acks})

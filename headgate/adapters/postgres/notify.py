@@ -122,7 +122,9 @@ class Notifier:
             conn.close()
 
     def close(self) -> None:
+        """Send what is queued (a short-lived process's last wake-up), then stop."""
         self._pending.put(None)
+        self._thread.join(timeout=2)
         self._thread.join(timeout=2)
 
 

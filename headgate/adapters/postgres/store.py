@@ -12,11 +12,12 @@ from typing import Any
 import psycopg
 
 from headgate.adapters.sql.store import SqlStore
-from headgate.core import Envelope, InvalidInput
+from headgate.core import Claim, Envelope, InvalidInput, Outcome
 from headgate.store.activity import ActivityHub
 
 from . import enqueue
 from .admission import ServerAdmission
+from .announce import FinishedAnnouncer
 from .async_enqueue import AsyncProducer
 from .connection import PgConnection, PgDatabase, unavailable
 from .notify import FinishedListener, Listener, Notifier, new_origin
@@ -48,6 +49,8 @@ class PostgresStore(ServerAdmission, SqlStore):
         if migrate:
             self.db.migrate()
         self._notifier = Notifier(url, self.origin) if notify else None
+        # Completions and failures reach live views coalesced (see announce.py).
+        self._finished_announcer = FinishedAnnouncer(self._announce_finished)
         self._async_producer = AsyncProducer(url)
 
     def _listen(self) -> None:
@@ -84,6 +87,7 @@ class PostgresStore(ServerAdmission, SqlStore):
         self._closed = True
         if self._listener is not None:
             self._listener.close()
+        self._finished_announcer.close()
         if self._notifier is not None:
             self._notifier.close()
         if self._finished is not None:
@@ -97,6 +101,18 @@ class PostgresStore(ServerAdmission, SqlStore):
         self.activity.publish(names)
         if self._notifier is not None:
             self._notifier.send(frozenset(names))
+
+    def _announce_finished(self, queues: frozenset[str]) -> None:
+        self.activity.publish(queues)
+        if self._notifier is not None:
+            self._notifier.send(queues)
+
+    def ack(self, claim: Claim, outcome: Outcome, error: str | None = None,
+            delay_ms: int | None = None, result: bytes | None = None, *,
+            result_schema_version: int = 1, logs: Sequence[str] = ()) -> None:
+        super().ack(claim, outcome, error, delay_ms, result,
+                    result_schema_version=result_schema_version, logs=logs)
+        self._finished_announcer.finished((claim.job.queue,))
 
     def enqueue_many(self, envelopes: Sequence[Envelope]) -> list[str]:
         """One round trip (see headgate/adapters/postgres/enqueue.py); the wake-up
