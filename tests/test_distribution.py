@@ -242,6 +242,27 @@ def test_postgres_url_without_the_extra_is_one_error_line_naming_it(
     assert proc.stdout.split() == ["postgres", "True"]
 
 
+def test_an_install_missing_its_migrations_is_one_error_line(
+        installed_wheel: InstalledWheel) -> None:
+    # A broken or stripped install: the schema resource is gone.
+    proc = installed_wheel.python("import headgate, pathlib; "
+                                  "print(pathlib.Path(headgate.__file__).parent)")
+    _check(proc, "import headgate")
+    sqlite_dir = Path(proc.stdout.strip()) / "db" / "sqlite"
+    aside = sqlite_dir.with_name("sqlite.aside")
+    sqlite_dir.rename(aside)
+    try:
+        proc = installed_wheel.run(installed_wheel.bin("headgate"), "migrate", "--store",
+                                   f"sqlite:///{installed_wheel.workdir / 'nomig.db'}")
+    finally:
+        aside.rename(sqlite_dir)
+    assert proc.returncode == 69, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("headgate: error: store unavailable: cannot read headgate's "
+                               "sqlite migrations"), lines[0]
+
+
 def test_import_headgate_from_the_wheel_loads_no_server_or_scheduler(
         installed_wheel: InstalledWheel) -> None:
     proc = installed_wheel.python(
