@@ -30,8 +30,10 @@ from headgate.core import (
     Quarantined,
     State,
     StoreUnavailable,
+    Unauthorized,
     fingerprint,
 )
+from headgate.http_client import HttpClient
 from headgate.store import Store, open_store
 
 if TYPE_CHECKING:
@@ -58,6 +60,7 @@ __all__ = [
     "InvalidInput", "InvalidTransition", "Job", "JobFilter", "LeaseLost", "MissingExtra",
     "NotFound", "Outcome",
     "Plugin", "Quarantined", "State", "Store", "StoreUnavailable", "fingerprint", "open_store",
+    "HttpClient", "Unauthorized",
 ]
 # The worker's names: loaded by __getattr__ below on first use.
 __all__ += [

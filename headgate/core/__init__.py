@@ -16,6 +16,7 @@ from .errors import (
     NotFound,
     Quarantined,
     StoreUnavailable,
+    Unauthorized,
 )
 from .fingerprint import fingerprint
 from .job import AckRequest, Blob, Claim, Explanation, Job, JobFilter, JobPage, Progress
@@ -27,6 +28,7 @@ __all__ = [
     "Envelope", "Explanation", "GuardContext", "HeadgateError", "IdConflict", "InvalidInput",
     "InvalidTransition", "Job", "JobFilter", "JobPage", "LeaseLost", "MissingExtra", "NotFound",
     "Outcome", "Progress", "Quarantined",
-    "STORED_STATES", "State", "StoreUnavailable", "TERMINAL", "UNFINISHED", "fingerprint",
+    "STORED_STATES", "State", "StoreUnavailable", "TERMINAL", "UNFINISHED", "Unauthorized",
+    "fingerprint",
     "retry_delay_ms", "transition",
 ]

@@ -85,6 +85,12 @@ class MissingExtra(StoreUnavailable):
         self.extra = extra
 
 
+class Unauthorized(HeadgateError):
+    """The server refused the caller's credentials: no token, a wrong one, or a
+    read-only token for a change (HTTP 401/403). Retrying with the same token cannot
+    help."""
+
+
 class EnqueueForbidden(HeadgateError):
     def __init__(self, kind: str) -> None:
         super().__init__(f"enqueue forbidden: {kind}")

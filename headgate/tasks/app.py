@@ -32,6 +32,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, overload
 from headgate.client import DEFAULT_CONTEXT, Client
 from headgate.config import Settings
 from headgate.core import EnqueueForbidden, InvalidInput, schedule_spec
+from headgate.http_client import HttpClient
 from headgate.store import open_store
 from headgate.store.port import Store
 from headgate.worker import Worker
@@ -70,10 +71,18 @@ class TaskDecorator(Protocol):
 
 class App:
     def __init__(self, url: str | None = None, *, store: Store | None = None,
-                 codec: Codec = JSON, periodic_prune: bool = False) -> None:
+                 codec: Codec = JSON, periodic_prune: bool = False,
+                 token: str | None = None) -> None:
         if url is not None and store is not None:
             raise InvalidInput("give App a store URL or a store, not both")
         self.url = url
+        # An http(s):// URL: producers enqueue and wait through the server's /api/v1
+        # (no database access); a worker of this app still opens a store (--store/HG_*).
+        self._http: HttpClient | None = None
+        if url is not None and url.startswith(("http://", "https://")):
+            self._http = HttpClient(url, token=token)
+        elif token is not None:
+            raise InvalidInput("token= is for an App given an http(s):// server URL")
         self.codec = codec
         self.periodic_prune = periodic_prune
         self._store = store
@@ -88,7 +97,7 @@ class App:
     def settings(self) -> Settings:
         """Where this app's store is: its URL, else HG_STORE/HG_SQLITE/HG_PG."""
         settings = Settings.from_env()
-        return settings.with_store_url(self.url) if self.url else settings
+        return settings.with_store_url(self.url) if self.url and not self._http else settings
 
     @property
     def store(self) -> Store:
@@ -101,11 +110,19 @@ class App:
         return self._store
 
     @property
-    def client(self) -> Client:
-        """The producer the app enqueues through (its middleware and hooks apply)."""
+    def client(self) -> Client | HttpClient:
+        """The producer the app enqueues through (its middleware and hooks apply): the
+        server's API for an http(s):// app."""
+        if self._http is not None:
+            return self._http
         if self._client is None or self._client.store is not self.store:
             self._client = Client(self.store)
         return self._client
+
+    @property
+    def _results(self) -> Any:
+        """Where JobRefs read jobs and results: the server for an http(s):// app."""
+        return self._http if self._http is not None else self.store
 
     def use_store(self, store: Store) -> None:
         """Work on ``store`` from now on (the worker launcher hands over the one it
@@ -241,14 +258,14 @@ class App:
     # -- producing ----------------------------------------------------------------------
     def ref(self, job_id: str, task: Task[Any, R] | None = None) -> JobRef[Any]:
         """A handle on an existing job (e.g. an id kept in a database)."""
-        return JobRef(self.store, job_id, task.codec if task is not None else self.codec)
+        return JobRef(self._results, job_id, task.codec if task is not None else self.codec)
 
     def enqueue_many(self, calls: Iterable[TaskCall[Any]], *, conn: Any = None
                      ) -> list[JobRef[Any]]:
         """Every call in one transaction, all or nothing (``conn``: the caller's)."""
         calls = self._own(calls)
         ids = self.client.enqueue_many([c.envelope for c in calls], conn=conn)
-        return [JobRef(self.store, i, c.task.codec) for i, c in zip(ids, calls, strict=True)]
+        return [JobRef(self._results, i, c.task.codec) for i, c in zip(ids, calls, strict=True)]
 
     async def enqueue_many_async(self, calls: Iterable[TaskCall[Any]], *, conn: Any = None
                                  ) -> list[JobRef[Any]]:
@@ -257,13 +274,17 @@ class App:
         transactional enqueue. SQLite: the synchronous enqueue, run in a thread. The
         client's authorizer runs; its (synchronous) middleware and hooks do not."""
         calls = self._own(calls)
+        if self._http is not None:
+            ids = await self._http.enqueue_many_async([c.envelope for c in calls], conn=conn)
+            return [JobRef(self._http, i, c.task.codec) for i, c in zip(ids, calls, strict=True)]
         client = self.client
+        assert isinstance(client, Client)
         envs = [c.envelope.validated() for c in calls]
         for env in envs:
             if not client.authorizer(DEFAULT_CONTEXT, env):
                 raise EnqueueForbidden(env.kind)
         ids = await self.store.enqueue_many_async(envs, conn=conn)
-        return [JobRef(self.store, i, c.task.codec) for i, c in zip(ids, calls, strict=True)]
+        return [JobRef(self._results, i, c.task.codec) for i, c in zip(ids, calls, strict=True)]
 
     def _own(self, calls: Iterable[TaskCall[Any]]) -> list[TaskCall[Any]]:
         calls = list(calls)

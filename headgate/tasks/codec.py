@@ -2,8 +2,8 @@
 
 The default is JSON: arguments as ``{"args": [...], "kwargs": {...}}`` with sorted keys
 and no spaces, so the same call always gives the same bytes (and so the same
-fingerprint, which quarantine keys on). Any object with the four methods of ``Codec``
-replaces it, per app or per task.
+fingerprint, which quarantine keys on); results keep their key order. Any object with
+the four methods of ``Codec`` replaces it, per app or per task.
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ class JsonCodec:
     """Strict JSON: NaN and infinities are refused (other JSON readers reject them), and
     so is anything ``json`` cannot encode, as ``EncodeError`` (a ``TypeError``)."""
 
-    def _dumps(self, value: Any, what: str) -> bytes:
+    def _dumps(self, value: Any, what: str, sort_keys: bool) -> bytes:
         try:
-            return json.dumps(value, separators=(",", ":"), sort_keys=True,
+            return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys,
                               allow_nan=False).encode()
         except (TypeError, ValueError) as exc:
             raise EncodeError(f"{what} cannot be encoded as JSON: {exc}") from exc
 
     def encode_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
-        return self._dumps({"args": list(args), "kwargs": kwargs}, "task arguments")
+        return self._dumps({"args": list(args), "kwargs": kwargs}, "task arguments", True)
 
     def decode_args(self, data: bytes) -> tuple[tuple[Any, ...], dict[str, Any]]:
         body = json.loads(data) if data else {}
@@ -48,7 +48,8 @@ class JsonCodec:
         return tuple(args), kwargs
 
     def encode_result(self, value: Any) -> bytes:
-        return self._dumps(value, "task result")
+        # A result keeps its key order: only arguments need one spelling per value.
+        return self._dumps(value, "task result", False)
 
     def decode_result(self, data: bytes) -> Any:
         return json.loads(data)

@@ -1,0 +1,33 @@
+"""The task app the integration tests (issue 20) run in real `headgate serve --workers`
+and `headgate worker` processes, and produce to from the test process.
+
+The App's URL comes from HG_INTEGRATION_URL: unset in the server and worker processes
+(their store is --store / HG_*), an http:// server URL in a producer that has no
+database access. The same Task objects serve both."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import headgate
+
+app = headgate.App(os.environ.get("HG_INTEGRATION_URL") or None,
+                   token=os.environ.get("HG_INTEGRATION_TOKEN") or None)
+log = logging.getLogger("integrations_app")
+
+
+@app.task(queue="integration")
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@app.task(queue="integration", max_attempts=1, retry=None)
+def explode(message: str) -> None:
+    raise RuntimeError(message)
+
+
+@app.task(queue="integration")
+def chatty(word: str) -> str:
+    log.info("saying %s", word)
+    return word.upper()
