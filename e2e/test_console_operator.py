@@ -124,3 +124,33 @@ def test_rate_classes_and_limits_can_be_deleted_and_read_in_words(
     expect(nightly.locator("td").nth(2)).to_contain_text(re.compile(r"in .+ · .*\d\d:\d\d UTC"))
     digest = page.locator("#periodic-rows tr", has=page.locator("a", has_text="weekday-digest"))
     expect(digest).to_contain_text("weekdays at 08:00 Europe/Paris time")
+
+
+def test_failures_show_their_error_first_and_can_be_searched_by_it(
+        server: Server, page: Any) -> None:
+    """Item 3: the dead-letter list has the last error (class and first line) and when
+    it failed; `error:` searches by it; the sheet leads with the last error and its
+    attempt; the demo's errors fit their jobs."""
+    page.goto(server.base + "/jobs?state=archived")
+    live(page)
+    head = page.locator("#jobs-table thead")
+    expect(head).to_contain_text("Last error")
+    expect(head).to_contain_text("Failed")
+    rows = page.locator("#jobs-table tbody tr.jobrow")
+    expect(rows.first.locator("td.lasterr .errclass")).to_be_visible()
+    for kind, err in zip(rows.locator("td.kind").all_inner_texts(),
+                         rows.locator("td.lasterr").all_inner_texts(), strict=True):
+        if kind.startswith("charge_card"):
+            assert "SMTP" not in err and "smtp" not in err, err
+    page.locator("#q").fill("error:Timeout")
+    page.locator("#q").press("Enter")
+    expect(page).to_have_url(re.compile(r"q=error%3ATimeout"))
+    expect(rows.first).to_be_visible()
+    for err in rows.locator("td.lasterr").all_inner_texts():
+        assert err.startswith("TimeoutError"), err
+    rows.first.locator("td.id a").click()
+    sheet = page.locator("#sheet-body")
+    first = sheet.locator("section").first
+    expect(first).to_have_attribute("aria-label", "Last error")
+    expect(first).to_contain_text(re.compile(r"attempt \d+ of \d+"))
+    expect(first.locator("pre.err")).to_contain_text("TimeoutError")

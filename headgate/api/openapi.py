@@ -454,7 +454,8 @@ def _paths() -> dict[str, dict[str, Any]]:
         params=[
             _query_param("q", STR, "Search: space-separated `field:value` terms (id, "
                          "queue, state, kind, partition, rate_class, fingerprint, tag, "
-                         "tag_any, priority), ANDed; a bare term is a kind prefix."),
+                         "tag_any, priority, error: the start of the last error's first "
+                         "line, as written), ANDed; a bare term is a kind prefix."),
             _query_param("queue", STR, Q), _query_param("state", STR, "job state"),
             _query_param("kind", STR, "kind"), _query_param("partition_key", STR, "partition"),
             _query_param("cursor", STR, "next_cursor of the previous page"),

@@ -123,6 +123,8 @@ class JobFilter:
     tags_all: list[str] = field(default_factory=list)
     tags_any: list[str] = field(default_factory=list)
     older_than_ms: int | None = None
+    # The first line of the job's last error starts with this (`error:` in the search).
+    error_prefix: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

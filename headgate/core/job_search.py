@@ -35,6 +35,12 @@ def parse_search(q: str, f: JobFilter) -> None:
             f.tags_any.append(value)
         elif name == "priority":
             f.priority = _priority(value)
+        elif name == "error":
+            # The last error's first line starts with it ("error:Timeout" finds
+            # "TimeoutError: …"); case as written, served by jobs_last_error_id.
+            if not value:
+                raise InvalidInput("error: needs the start of an error, e.g. error:Timeout")
+            f.error_prefix = value
         else:
             raise InvalidInput(f"unknown search field `{name}`")
 

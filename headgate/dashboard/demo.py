@@ -27,13 +27,22 @@ TENANTS = ("acme", "globex", "initech", "umbrella", "hooli")
 CRASHER_KIND = "pdf.render"
 CRASHER_PAYLOAD = b'{"document": "scan-0042.pdf", "pages": 9000}'
 SEED_WORKER = "seed-worker"
-ARCHIVE_ERRORS = (
-    "ConnectionRefusedError: [Errno 111] Connection refused (smtp.mail.example:25)",
-    "TimeoutError: webhook https://hooks.example/orders did not answer within 10 s",
-    "ValueError: invoice 7731 has no line items",
-    "KeyError: 'customer_id'",
-    "PermissionError: bucket reports-eu denied PutObject",
-)
+# What each kind's failures look like: a charge_card job fails at the card processor,
+# never with an SMTP error (the failures view shows these, so they must fit their jobs).
+ARCHIVE_ERRORS: dict[str, tuple[str, ...]] = {
+    "send_email": (
+        "ConnectionRefusedError: [Errno 111] Connection refused (smtp.mail.example:25)",
+        "SMTPRecipientsRefused: 550 5.1.1 <user@acme.example>: mailbox unavailable",
+    ),
+    "deliver_webhook": (
+        "TimeoutError: webhook https://hooks.example/orders did not answer within 10 s",
+        "HTTPError: 502 Bad Gateway from https://hooks.example/orders",
+    ),
+    "charge_card": (
+        "CardDeclined: card ending 4242 declined (insufficient_funds)",
+        "ValueError: invoice 7731 has no line items",
+    ),
+}
 
 
 @dataclass
@@ -116,7 +125,8 @@ def seed(store: Any, *, rng: random.Random | None = None, running_lease_ms: int 
                 store.release([claim])
             if claim is None or claim.job.id != job_id:
                 break
-            store.ack(claim, Outcome.RETRY, error=ARCHIVE_ERRORS[(i + attempt) % 5],
+            errors = ARCHIVE_ERRORS[kind]
+            store.ack(claim, Outcome.RETRY, error=errors[(i + attempt) % len(errors)],
                       logs=[f"attempt {attempt + 1}: connecting", "retrying after error"])
             if attempt == 0:
                 store.reschedule_job(job_id, 0)

@@ -458,3 +458,22 @@ def when(at_ms: int | None, now: int | None = None) -> str:
     now = now if now is not None else now_ms()
     fmt = "%H:%M UTC" if abs(at_ms - now) < 86_400_000 else "%a %d %b %H:%M UTC"
     return f"{ago(at_ms, now)} · {time.strftime(fmt, time.gmtime(at_ms // 1000))}"
+
+
+def last_error(job: Job) -> dict[str, Any] | None:
+    """The newest recorded error as the failures view shows it: `kind` (the exception
+    class, the text before the first `:` when it looks like one), the rest of its first
+    line, the whole text, the attempt and when it happened."""
+    if not job.errors:
+        return None
+    e = job.errors[-1]
+    text = str(e.get("error") or "")
+    first = text.split("\n", 1)[0]
+    head, sep, rest = first.partition(":")
+    is_class = bool(sep) and bool(_ERROR_CLASS.fullmatch(head))
+    return {"kind": head if is_class else "", "line": rest.strip() if is_class else first,
+            "text": text, "attempt": e.get("attempt"), "at_ms": e.get("at_ms"),
+            "outcome": e.get("outcome") or "", "worker": e.get("worker")}
+
+
+_ERROR_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,127}")

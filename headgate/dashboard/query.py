@@ -115,6 +115,8 @@ class JobQuery:
             unsupported.append("priority")
         if f.kind_prefix:
             unsupported.append("kind prefix (use kind:NAME)")
+        if f.error_prefix:
+            unsupported.append("error")
         if unsupported:
             return None, ("Bulk actions select by queue, state, kind and partition only; "
                           "this filter also uses " + ", ".join(unsupported) + ".")

@@ -115,6 +115,12 @@ def _where(conn: Connection, now: int, f: JobFilter) -> tuple[list[str], list[An
     if f.older_than_ms is not None:
         where.append("enqueued_at_ms < ?")
         params.append(now - f.older_than_ms)
+    if f.error_prefix:
+        # A range over jobs_last_error_id ("C" order on PostgreSQL, binary on SQLite):
+        # the prefix is data, never a pattern.
+        column = 'last_error COLLATE "C"' if conn.dialect.name == "postgres" else "last_error"
+        where += ["last_error <> ''", f"{column} >= ?", f"{column} < ?"]
+        params += [f.error_prefix, f.error_prefix + "\U0010ffff"]
     return where, params
 
 
