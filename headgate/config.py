@@ -119,6 +119,32 @@ def read_tokens_file(path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(full), tuple(read_only)
 
 
+TrustedProxies = int | tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] | None
+
+
+def parse_trusted_proxies(raw: str) -> TrustedProxies:
+    """HG_TRUSTED_PROXIES: empty (headers ignored), a count of proxies, or a comma list
+    of addresses and CIDR ranges (headgate/web/proxies.py)."""
+    raw = raw.strip()
+    if not raw:
+        return None
+    if raw.isascii() and raw.isdigit():
+        count = int(raw)
+        if count < 1:
+            raise ConfigError(f"HG_TRUSTED_PROXIES must be a count >= 1 or addresses, got {raw!r}")
+        return count
+    networks = []
+    for item in raw.split(","):
+        item = item.strip()
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ConfigError(
+                f"HG_TRUSTED_PROXIES must be a count or a comma list of addresses/CIDRs, "
+                f"got {item!r}") from None
+    return tuple(networks)
+
+
 @dataclass(frozen=True)
 class Settings:
     store: str = "sqlite"
@@ -142,6 +168,8 @@ class Settings:
     # when asked"). Off: a schema behind the code is refused, for operators who migrate
     # as a separate, deliberate step.
     migrate: bool = True
+    # Reverse proxies whose X-Forwarded-For / Forwarded headers name the client.
+    trusted_proxies: TrustedProxies = None
 
     def __post_init__(self) -> None:
         if self.store not in ("sqlite", "pg"):
@@ -172,6 +200,7 @@ class Settings:
             auth_failures_per_minute=_positive_int(
                 env, "HG_AUTH_FAILURES_PER_MINUTE", DEFAULT_AUTH_FAILURES_PER_MINUTE),
             migrate=_bool(env, "HG_MIGRATE", default=True),
+            trusted_proxies=parse_trusted_proxies(env.get("HG_TRUSTED_PROXIES", "")),
         )
 
     def store_url(self) -> str:

@@ -13,6 +13,7 @@ from support import headgate_cmd
 
 import headgate
 from headgate import Store, Worker
+from headgate.config import ConfigError, Settings
 from headgate.core import InvalidInput
 from headgate.worker.runtime import MIN_LEASE_MS
 
@@ -87,3 +88,23 @@ def test_a_lease_below_the_minimum_is_refused_by_the_library(store: Store) -> No
         with pytest.raises(InvalidInput, match=f"at least {MIN_LEASE_MS}"):
             Worker(store).configure(lease_ms=lease_ms)
     assert Worker(store, lease_ms=MIN_LEASE_MS).lease_ms == MIN_LEASE_MS
+
+
+def test_trusted_proxies_are_a_count_or_addresses() -> None:
+    assert Settings.from_env({}).trusted_proxies is None
+    assert Settings.from_env({"HG_TRUSTED_PROXIES": "2"}).trusted_proxies == 2
+    nets = Settings.from_env({"HG_TRUSTED_PROXIES": "10.0.0.5, 10.1.0.0/16,::1"})
+    assert [str(n) for n in nets.trusted_proxies] == ["10.0.0.5/32", "10.1.0.0/16", "::1/128"]
+    for bad in ("0", "proxy.example", "10.0.0.0/33", "1,"):
+        with pytest.raises(ConfigError, match="HG_TRUSTED_PROXIES"):
+            Settings.from_env({"HG_TRUSTED_PROXIES": bad})
+
+
+def test_a_bad_trusted_proxies_setting_is_one_error_line(tmp_path: Path) -> None:
+    env_run = subprocess.run(
+        [*headgate_cmd(), "serve", "--store", f"sqlite:///{tmp_path}/s.db", "--addr",
+         "127.0.0.1:1"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("HG_")},
+             "HG_TRUSTED_PROXIES": "proxy.example"})
+    assert env_run.returncode == EXIT_CONFIG, env_run.stderr
+    assert "HG_TRUSTED_PROXIES" in one_error_line(env_run)

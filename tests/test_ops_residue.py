@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import requests
 from support import headgate_cmd, wait_for
 from test_api_events import open_stream
 
@@ -79,3 +81,93 @@ def test_completions_and_failures_by_a_worker_process_reach_the_stream(
                 break
     finally:
         sse.close()
+
+
+# -- HG_TRUSTED_PROXIES ----------------------------------------------------------------
+
+TOKEN = "proxy-test-token"
+LIMIT = 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """Starts a real `headgate serve` with tokens and a failed-attempt limit of 3;
+    returns its base URL."""
+    procs: list[subprocess.Popen] = []
+
+    def start(trusted: str | None) -> str:
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HG_")}
+        env.update(HG_API_TOKENS=TOKEN, HG_AUTH_FAILURES_PER_MINUTE=str(LIMIT))
+        if trusted is not None:
+            env["HG_TRUSTED_PROXIES"] = trusted
+        db = tmp_path / f"serve{len(procs)}.db"
+        proc = subprocess.Popen(
+            [*headgate_cmd(), "serve", "--store", f"sqlite:///{db}", "--addr",
+             f"127.0.0.1:{port}", "--threads", "4", "--no-duties"],
+            env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(proc)
+        base = f"http://127.0.0.1:{port}"
+
+        def up() -> bool:
+            try:
+                return requests.get(base + "/healthz", timeout=1).status_code == 200
+            except requests.ConnectionError:
+                return False
+
+        wait_for(up, 30, "serve to answer")
+        return base
+
+    yield start
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _meta(base: str, token: str, **headers: str) -> int:
+    headers["Authorization"] = f"Bearer {token}"
+    return requests.get(base + "/api/v1/meta", headers=headers, timeout=10).status_code
+
+
+def _lock_out(base: str, **headers: str) -> None:
+    for _ in range(LIMIT):
+        assert _meta(base, "wrong", **headers) == 401
+    assert _meta(base, TOKEN, **headers) == 429  # even the right token, from there
+
+
+@pytest.mark.parametrize("trusted", ["127.0.0.1", "10.0.0.0/8,127.0.0.0/8", "1"])
+def test_behind_a_trusted_proxy_the_throttle_counts_each_forwarded_client(
+    serve: Callable[..., str], trusted: str
+) -> None:
+    base = serve(trusted)
+    _lock_out(base, **{"X-Forwarded-For": "203.0.113.7"})
+    # Another client behind the same proxy is not locked out.
+    assert _meta(base, TOKEN, **{"X-Forwarded-For": "203.0.113.8"}) == 200
+    # The client is the address the trusted proxy saw, whatever the client claimed.
+    assert _meta(base, TOKEN, **{"X-Forwarded-For": "198.51.100.9, 203.0.113.7"}) == 429
+    # RFC 7239 Forwarded is read the same way.
+    _lock_out(base, Forwarded='for="198.51.100.1:4711";proto=https')
+    assert _meta(base, TOKEN, Forwarded="for=198.51.100.2") == 200
+    assert _meta(base, TOKEN, Forwarded="for=198.51.100.1") == 429
+
+
+@pytest.mark.parametrize("trusted", [None, "10.0.0.0/8"])
+def test_without_a_trusted_proxy_forwarding_headers_are_ignored(
+    serve: Callable[..., str], trusted: str | None
+) -> None:
+    """Not configured, or the peer is not a listed proxy: any client could have sent
+    the header, so failures count against the peer's own address."""
+    base = serve(trusted)
+    _lock_out(base, **{"X-Forwarded-For": "203.0.113.7"})
+    assert _meta(base, TOKEN, **{"X-Forwarded-For": "203.0.113.8"}) == 429
+    assert _meta(base, TOKEN) == 429

@@ -16,7 +16,7 @@ import flask
 
 from headgate.config import Settings
 
-from . import guards
+from . import guards, proxies
 
 if TYPE_CHECKING:
     from headgate.client import Authorizer, CircuitBreaker, InsertHook, Middleware, Plugin
@@ -77,6 +77,10 @@ def create_app(
     if guards.loopback_only(settings):
         app.before_request(guards.require_loopback_host)
     api.init_app(app, settings, hooks, background=background)
+    if settings.trusted_proxies:
+        # Outermost: every check after it sees the client's address, not the proxy's.
+        app.wsgi_app = proxies.trust_proxies(  # type: ignore[method-assign]
+            app.wsgi_app, settings.trusted_proxies)
     # The operations console at / (HG_UI_PREFIX mounts it under a path instead).
     from headgate import dashboard
 

@@ -8,8 +8,8 @@ A missing token is not counted: it guesses nothing.
 
 Counts live in this process (each server process counts its own) and are bounded in
 the number of addresses kept. Behind a reverse proxy every caller has the proxy's
-address, so one caller's failures slow everyone; `HG_AUTH_FAILURES_PER_MINUTE` sets
-the limit.
+address unless HG_TRUSTED_PROXIES names the proxies (proxies.py), which makes the
+forwarded client the address counted; `HG_AUTH_FAILURES_PER_MINUTE` sets the limit.
 """
 
 from __future__ import annotations
