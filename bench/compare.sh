@@ -1,149 +1,192 @@
 #!/usr/bin/env bash
-# headgate beside the Python peers, side by side, on the peer harness's four workloads,
-# then one markdown table of issue 8's targets with headgate/peer ratios and PASS/MISS.
+# Issue 22's one side-by-side run: headgate beside every Python peer on the peer harness's
+# four workloads, the physical limits, WAL bytes per job, HTTP enqueue against its
+# ceiling and memory, then one markdown table of ratios with PASS/MISS per target.
 #
-#   bench/compare.sh                         # N=20000, RUNS=3: peers needed by the targets + headgate
-#   N=5000 RUNS=1 bench/compare.sh           # quicker
-#   PEERS=readme bench/compare.sh            # do not re-run the peers: README figures, labelled so
-#   PEERS=all bench/compare.sh               # also rq and procrastinate (as run_all.sh does)
-#   HEADGATE="sqlite sqlite+policies" bench/compare.sh
+#   bench/compare.sh                          # everything: N=20000, RUNS=3 (a few hours)
+#   N=500 N_SLOW=200 RUNS=1 bench/compare.sh  # a smoke run of the scripts
+#   ONLY="headgate_pg pgqueuer limits_pg" bench/compare.sh
+#   SKIP="memory http" SKIP_SLOW=1 bench/compare.sh
 #
-# Environment (the same N/RUNS knobs as the peers' run_all.sh):
-#   N, RUNS        jobs per workload and runs per workload (20000, 3)
-#   PEERS          targets (huey, pgqueuer, pgqueuer async producer, pgqueuer default worker)
-#                  | all | readme | a space-separated list of labels below
-#   HEADGATE       headgate variants: "sqlite pg sqlite+policies pg+policies"
-#   OUT            raw JSON lines, logs and table.md (default /tmp/hg-compare/<timestamp>)
-#   HG_PEERS_DIR   the peer harness (default ../shared/peers next to the repository)
-#   PEERS_PY       the peers' interpreter (default /tmp/peers-venv/bin/python, created from
-#                  the harness's requirements.txt when missing)
-#   HG_REF         headgate commit to measure (default HEAD, snapshotted with git archive
-#                  into OUT/src); "worktree" measures the working tree as it is
-#   HG_COMPARE_PG  PostgreSQL server URL for headgate (default: the peers' own cluster, so
-#                  headgate and the PostgreSQL peers share one server and its settings)
+# Rows (labels for ONLY/SKIP; one OUT/<label>.jsonl each):
+#   headgate_sqlite headgate_pg headgate_sqlite_policies headgate_pg_policies
+#                   bench/peers_headgate.py, W1-W4 (.venv, HG_SRC snapshot)
+#   headgate_pg_c10 headgate_sqlite_c10
+#                   W3 with --concurrency 10 (the matched in-flight row vs pgqueuer_default)
+#   huey pgqueuer pgqueuer_async pgqueuer_default      /tmp/peers-venv (requirements.txt)
+#   chancy          /tmp/peers-venv-chancy (requirements-chancy.txt)
+#   dbos_pg dbos_sqlite                                /tmp/peers-venv-dbos
+#   oban            /tmp/peers-venv-oban, Python >= 3.12; "skipped: needs Python 3.12"
+#                   when no such interpreter is found
+#   limits_sqlite limits_pg   bench/limits.py (raw sqlite3 / psycopg on headgate's row)
+#   wal_sqlite wal_pg         bench/wal.py (WAL bytes/job, W1-W3, plain and policies)
+#   http                      bench/http.py (both stores and the ceiling)
+#   memory                    bench/memory.py (worker after MEM_JOBS, serve under load)
+# chancy and dbos drain below ~100 jobs/s, so their W3 runs at N_SLOW (the harness's
+# convention, 5000; W1, W2, W4 at N); SKIP_SLOW=1 leaves their W3 out altogether.
 #
-# Servers: the peers' servers.sh starts its private loopback PostgreSQL (5439) and Redis
-# (6390) if they are not up; this script stops them at the end only if it started them.
+# Environment: N (20000), N_SLOW (5000), RUNS (3), ONLY, SKIP, SKIP_SLOW, MEM_JOBS
+# (100000), MEM_SERVE (20000), HTTP_SECONDS (8), OUT (/tmp/hg-compare/<timestamp>),
+# HG_PEERS_DIR (../shared/peers), HG_REF (HEAD, snapshotted with git archive; "worktree"
+# measures the tree as it is), HG_COMPARE_PG (default: the harness's cluster on :5439,
+# so headgate and the PostgreSQL peers share one server and its settings).
+#
+# PostgreSQL: the harness's private cluster is started if it is down (as its
+# run_new_peers.sh does) and left running. Nothing else is started or stopped.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PEERS_DIR=$(cd "${HG_PEERS_DIR:-$ROOT/../shared/peers}" && pwd)
 export HG_PEERS_DIR=$PEERS_DIR
 HG_PY=${HG_PY:-$ROOT/.venv/bin/python}
-PEERS_PY=${PEERS_PY:-/tmp/peers-venv/bin/python}
+V=/tmp/peers-venv
 N=${N:-20000}
+N_SLOW=${N_SLOW:-5000}
 RUNS=${RUNS:-3}
-PEERS=${PEERS:-targets}
-HEADGATE=${HEADGATE:-sqlite pg sqlite+policies pg+policies}
+ONLY=${ONLY:-}
+SKIP=${SKIP:-}
+SKIP_SLOW=${SKIP_SLOW:-0}
+MEM_JOBS=${MEM_JOBS:-100000}
+MEM_SERVE=${MEM_SERVE:-20000}
+HTTP_SECONDS=${HTTP_SECONDS:-8}
 OUT=${OUT:-/tmp/hg-compare/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 say() { printf 'compare: %s\n' "$*" >&2; }
+want() {  # want <label>: selected by ONLY (if set) and not in SKIP
+  { [ -z "$ONLY" ] || grep -qw -- "$1" <<<"$ONLY"; } && ! grep -qw -- "$1" <<<"$SKIP"
+}
 
-case "$PEERS" in
-  targets) PEERS="huey pgqueuer pgqueuer_async pgqueuer_default" ;;
-  all) PEERS="huey rq procrastinate pgqueuer procrastinate_async pgqueuer_async pgqueuer_default" ;;
-  readme|none) PEERS="" ;;
-esac
-
-needs_pg=0; needs_redis=0
-for p in $PEERS; do
-  case "$p" in pg*|procrastinate*) needs_pg=1 ;; rq*) needs_redis=1 ;; esac
-done
-for h in $HEADGATE; do case "$h" in pg*) needs_pg=1 ;; esac; done
-
-# --- the peers' interpreter ---------------------------------------------------------
-if [ -n "$PEERS" ] && [ ! -x "$PEERS_PY" ]; then
-  venv=$(dirname "$(dirname "$PEERS_PY")")
-  say "creating $venv from $PEERS_DIR/requirements.txt"
-  python3.11 -m venv "$venv" && "$venv/bin/pip" install -q -r "$PEERS_DIR/requirements.txt" \
-    || { say "could not create the peers' venv"; exit 1; }
+# --- interpreters and venvs -----------------------------------------------------------
+find_python() {  # find_python 3.12 -> a working python3.12 (pyenv shims may not run)
+  local c
+  for c in "python$1" /root/.pyenv/versions/"$1".*/bin/"python$1" /usr/bin/"python$1"; do
+    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys' >/dev/null 2>&1; then
+      command -v "$c"; return 0
+    fi
+  done
+  return 1
+}
+ensure_venv() {  # ensure_venv <venv> <python version> <requirements file>
+  local venv=$1 ver=$2 req=$3 py
+  [ -x "$venv/bin/python" ] && return 0
+  py=$(find_python "$ver") || { say "no Python $ver for $venv"; return 1; }
+  say "creating $venv ($py) from $req"
+  "$py" -m venv "$venv" && "$venv/bin/pip" install -q -r "$req" >"$OUT/pip-$(basename "$venv").log" 2>&1 \
+    || { say "could not create $venv (see $OUT/pip-$(basename "$venv").log)"; rm -rf "$venv"; return 1; }
+}
+need_base=0; need_chancy=0; need_dbos=0
+for l in huey pgqueuer pgqueuer_async pgqueuer_default; do want $l && need_base=1; done
+want chancy && need_chancy=1
+{ want dbos_pg || want dbos_sqlite; } && need_dbos=1
+[ $need_base = 1 ] && { ensure_venv $V 3.11 "$PEERS_DIR/requirements.txt" || exit 1; }
+[ $need_chancy = 1 ] && { ensure_venv $V-chancy 3.11 "$PEERS_DIR/requirements-chancy.txt" || exit 1; }
+[ $need_dbos = 1 ] && { ensure_venv $V-dbos 3.11 "$PEERS_DIR/requirements-dbos.txt" || exit 1; }
+oban_skip=""
+if want oban; then
+  if ! find_python 3.12 >/dev/null && ! find_python 3.13 >/dev/null && [ ! -x $V-oban/bin/python ]; then
+    oban_skip="needs Python 3.12"
+  elif [ ! -x $V-oban/bin/python ]; then
+    py=$(find_python 3.12 || find_python 3.13)
+    say "creating $V-oban ($py)"
+    { "$py" -m venv $V-oban && $V-oban/bin/pip install -q -r "$PEERS_DIR/requirements-oban.txt" \
+        >"$OUT/pip-peers-venv-oban.log" 2>&1; } || { rm -rf $V-oban; oban_skip="needs Python 3.12 (venv creation failed, see $OUT/pip-peers-venv-oban.log)"; }
+  fi
 fi
 
-# --- servers (servers.sh starts PostgreSQL and Redis together) -----------------------
-started=0
-if [ $needs_pg = 1 ] || [ $needs_redis = 1 ]; then
-  if ! command -v redis-server >/dev/null 2>&1; then
-    say "installing redis-server (servers.sh starts it beside PostgreSQL)"
-    apt-get install -y redis-server >"$OUT/apt-redis.log" 2>&1 \
-      || { apt-get update >/dev/null 2>&1 && apt-get install -y redis-server >"$OUT/apt-redis.log" 2>&1; } \
-      || { say "could not install redis-server (see $OUT/apt-redis.log)"; exit 1; }
-  fi
-  if ! "$PEERS_DIR/servers.sh" check >/dev/null 2>&1; then
-    "$PEERS_DIR/servers.sh" start >&2 && started=1
-  fi
+# --- PostgreSQL: the harness's cluster, started if down, left up ----------------------
+pgstatus=$("$PEERS_DIR/servers.sh" status)
+if ! grep -q '^postgres pid: .* up' <<<"$pgstatus"; then
+  PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+  mkdir -p /tmp/peers-pg && chown postgres:postgres /tmp/peers-pg
+  [ -f /tmp/peers-pg/data/PG_VERSION ] || su postgres -c "$PGBIN/initdb -D /tmp/peers-pg/data -U postgres --auth=trust -E UTF8 >/tmp/peers-pg/initdb.log"
+  su postgres -c "$PGBIN/pg_ctl -D /tmp/peers-pg/data -l /tmp/peers-pg/server.log -w -o '-p 5439 -k /tmp/peers-pg -c listen_addresses=127.0.0.1 -c max_connections=100' start" >&2 \
+    || { say "could not start the harness's PostgreSQL"; exit 1; }
 fi
-cleanup() { if [ "$started" = 1 ]; then "$PEERS_DIR/servers.sh" stop >&2; fi; }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 PG_URL=${HG_COMPARE_PG:-postgresql://${PEERS_PG_USER:-postgres}@${PEERS_PG_HOST:-127.0.0.1}:${PEERS_PG_PORT:-5439}/postgres}
 
-# --- which headgate: a snapshot of one commit (HG_REF, default HEAD), so that commits
-# landing during a long run do not mix versions; HG_REF=worktree uses the live tree.
+# --- which headgate: a snapshot of one commit, so commits landing meanwhile do not mix --
 HG_REF=${HG_REF:-HEAD}
-if [ "$HG_REF" != worktree ] && [ -n "$HEADGATE" ]; then
+if [ "$HG_REF" != worktree ]; then
   sha=$(git -C "$ROOT" rev-parse --short "$HG_REF") || { say "bad HG_REF $HG_REF"; exit 1; }
   rm -rf "$OUT/src" && mkdir -p "$OUT/src"
-  git -C "$ROOT" archive "$sha" headgate | tar -x -C "$OUT/src"
+  # Migrations live in headgate/db/ now; an older commit also had a top-level db/.
+  git -C "$ROOT" archive "$sha" headgate $(git -C "$ROOT" ls-tree --name-only "$sha" db) \
+    | tar -x -C "$OUT/src"
   echo "$sha" >"$OUT/src/.hg-commit"
   export HG_SRC="$OUT/src"
   say "headgate snapshot of $sha in $HG_SRC"
 fi
 
 T0=$(date +%s)
-# The machine may be shared: the 1-minute load average is sampled every 10 s into
-# load.txt and summarised under the table (a figure taken under load is not a clean one).
+# The 1-minute load average every 10 s (load.txt), summarised under the table.
 ( while sleep 10; do echo "$(date +%s) $(cut -d' ' -f1 /proc/loadavg)"; done >>"$OUT/load.txt" ) &
 sampler=$!
-cleanup() {
-  kill "$sampler" 2>/dev/null
-  if [ "$started" = 1 ]; then "$PEERS_DIR/servers.sh" stop >&2; fi
-}
-run() {  # run <label> <python> <script> [args...]
+trap 'kill $sampler 2>/dev/null' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+for f in "$OUT"/*.jsonl; do [ -e "$f" ] && rm -f "$f"; done
+
+run() {  # run <label> <python> <script> [args...]: appends JSON lines to OUT/<label>.jsonl
   local label=$1 py=$2; shift 2
+  want "$label" || return 0
   say ">> $label: $*"
   local t; t=$(date +%s)
-  if ! "$py" "$@" --n "$N" --runs "$RUNS" >"$OUT/$label.jsonl" 2> >(tee "$OUT/$label.log" >&2); then
+  echo "$(date -u +%FT%TZ) $label $* | before: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/loadavg.txt"
+  if ! "$py" "$@" >>"$OUT/$label.jsonl" 2> >(tee -a "$OUT/$label.log" >&2); then
     say "!! $label FAILED (see $OUT/$label.log)"
   fi
+  echo "$(date -u +%FT%TZ) $label | after: $(cut -d' ' -f1-3 /proc/loadavg) | $(( $(date +%s) - t ))s" >>"$OUT/loadavg.txt"
   say ">> $label took $(( $(date +%s) - t ))s"
 }
+w3_slow() { [ "$SKIP_SLOW" = 1 ] && return 1; return 0; }
+HG="$ROOT/bench/peers_headgate.py"
+P="--runs $RUNS"
 
-# --- headgate ------------------------------------------------------------------------
-for h in $HEADGATE; do
-  store=${h%%+*}
-  args=(--store "$store")
-  [ "$store" = pg ] && args+=(--pg-url "$PG_URL")
-  case "$h" in *+policies) args+=(--policies) ;; esac
-  run "headgate_${h/+/_}" "$HG_PY" "$ROOT/bench/peers_headgate.py" "${args[@]}"
+# --- headgate ---------------------------------------------------------------------------
+run headgate_sqlite          "$HG_PY" "$HG" --store sqlite --n "$N" $P
+run headgate_pg              "$HG_PY" "$HG" --store pg --pg-url "$PG_URL" --n "$N" $P
+run headgate_sqlite_policies "$HG_PY" "$HG" --store sqlite --policies --n "$N" $P
+run headgate_pg_policies     "$HG_PY" "$HG" --store pg --pg-url "$PG_URL" --policies --n "$N" $P
+run headgate_pg_c10          "$HG_PY" "$HG" --store pg --pg-url "$PG_URL" --concurrency 10 --workloads w3 --n "$N" $P
+run headgate_sqlite_c10      "$HG_PY" "$HG" --store sqlite --concurrency 10 --workloads w3 --n "$N" $P
+
+# --- peers (as the harness's run_all.sh / run_new_peers.sh invoke them) -----------------
+run huey             $V/bin/python "$PEERS_DIR/bench_huey.py" --n "$N" $P
+run pgqueuer         $V/bin/python "$PEERS_DIR/bench_pgqueuer.py" --n "$N" $P
+run pgqueuer_async   $V/bin/python "$PEERS_DIR/bench_pgqueuer.py" --producer async --workloads w1,w2 --n "$N" $P
+run pgqueuer_default $V/bin/python "$PEERS_DIR/bench_pgqueuer.py" --worker-mode default --workloads w3,w4 --n "$N" $P
+if want oban && [ -n "$oban_skip" ]; then
+  say ">> oban skipped: $oban_skip"
+  printf '{"peer": "oban", "skipped": "%s"}\n' "$oban_skip" >"$OUT/oban.jsonl"
+else
+  run oban $V-oban/bin/python "$PEERS_DIR/bench_oban.py" --n "$N" $P
+fi
+run chancy $V-chancy/bin/python "$PEERS_DIR/bench_chancy.py" --workloads w1,w2,w4 --n "$N" $P
+w3_slow && run chancy $V-chancy/bin/python "$PEERS_DIR/bench_chancy.py" --workloads w3 --n "$N_SLOW" $P
+for s in pg sqlite; do
+  run dbos_$s $V-dbos/bin/python "$PEERS_DIR/bench_dbos.py" --store $s --workloads w1,w2,w4 --n "$N" $P
+  w3_slow && run dbos_$s $V-dbos/bin/python "$PEERS_DIR/bench_dbos.py" --store $s --workloads w3 --n "$N_SLOW" $P
 done
 
-# --- peers (the same invocations as run_all.sh) ---------------------------------------
-for p in $PEERS; do
-  case "$p" in
-    huey) run huey "$PEERS_PY" "$PEERS_DIR/bench_huey.py" ;;
-    rq) run rq "$PEERS_PY" "$PEERS_DIR/bench_rq.py" ;;
-    procrastinate) run procrastinate "$PEERS_PY" "$PEERS_DIR/bench_procrastinate.py" ;;
-    pgqueuer) run pgqueuer "$PEERS_PY" "$PEERS_DIR/bench_pgqueuer.py" ;;
-    procrastinate_async) run procrastinate_async "$PEERS_PY" "$PEERS_DIR/bench_procrastinate.py" \
-                           --producer async --workloads w1,w2 ;;
-    pgqueuer_async) run pgqueuer_async "$PEERS_PY" "$PEERS_DIR/bench_pgqueuer.py" \
-                      --producer async --workloads w1,w2 ;;
-    pgqueuer_default) run pgqueuer_default "$PEERS_PY" "$PEERS_DIR/bench_pgqueuer.py" \
-                        --worker-mode default --workloads w3,w4 ;;
-    *) say "unknown peer label $p (skipped)" ;;
-  esac
-done
+# --- the physical limits, WAL volume, HTTP and memory -----------------------------------
+run limits_sqlite "$HG_PY" "$ROOT/bench/limits.py" --store sqlite --n "$N" $P
+run limits_pg     "$HG_PY" "$ROOT/bench/limits.py" --store pg --pg-url "$PG_URL" --n "$N" $P
+run wal_sqlite    "$HG_PY" "$ROOT/bench/wal.py" --store sqlite --n "$N" $P
+run wal_pg        "$HG_PY" "$ROOT/bench/wal.py" --store pg --pg-url "$PG_URL" --n "$N" $P
+run http          "$HG_PY" "$ROOT/bench/http.py" --pg-url "$PG_URL" --seconds "$HTTP_SECONDS" $P
+run memory        "$HG_PY" "$ROOT/bench/memory.py" --pg-url "$PG_URL" --jobs "$MEM_JOBS" \
+                  --serve-requests "$MEM_SERVE" $P
 
-# --- tables --------------------------------------------------------------------------
+# --- tables -----------------------------------------------------------------------------
 {
-  echo "## Results (N=$N, $RUNS runs each, median (min-max); $(date -u +%Y-%m-%dT%H:%MZ))"
+  echo "## Results (N=$N, W3 of chancy/dbos at N_SLOW=$N_SLOW, $RUNS runs each, median (min-max); $(date -u +%Y-%m-%dT%H:%MZ))"
   echo
-  shopt -s nullglob
-  files=("$OUT"/headgate_*.jsonl)
-  for p in $PEERS; do [ -s "$OUT/$p.jsonl" ] && files+=("$OUT/$p.jsonl"); done
-  "$HG_PY" "$PEERS_DIR/make_table.py" "${files[@]}"
+  files=()
+  for f in "$OUT"/headgate_*.jsonl "$OUT"/{huey,pgqueuer,pgqueuer_async,pgqueuer_default,oban,chancy,dbos_pg,dbos_sqlite}.jsonl; do
+    [ -s "$f" ] && grep -q '"workload"' "$f" && files+=("$f")
+  done
+  [ ${#files[@]} -gt 0 ] && "$HG_PY" "$PEERS_DIR/make_table.py" "${files[@]}"
   echo
-  echo "## Issue 8 targets"
+  echo "## Issue 22 targets (ratios from this run)"
   echo
   "$HG_PY" "$ROOT/bench/compare_table.py" "$OUT"
 } | tee "$OUT/table.md"

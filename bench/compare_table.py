@@ -1,224 +1,258 @@
-"""Issue 8's targets as one markdown table: headgate vs the peers, ratios, PASS/MISS.
+"""Issue 22's targets as one markdown table of ratios with PASS/MISS, from ONE run.
 
     .venv/bin/python bench/compare_table.py OUT_DIR      (what bench/compare.sh calls)
 
-Reads the JSON lines that bench/compare.sh saved in OUT_DIR (`<label>.jsonl`, one file
-per peer script run and per headgate variant). A peer figure that was not measured in
-this run (PEERS=readme, or a peer script failed) is taken from the peer harness's
-README table instead and labelled "README" in the table, never passed off as measured.
+Reads every `*.jsonl` that bench/compare.sh wrote in OUT_DIR: the peer harness's JSON
+lines (headgate's rows from bench/peers_headgate.py and each peer's own script), and the
+lines of bench/limits.py, bench/wal.py, bench/http.py and bench/memory.py. Every figure
+in a verdict comes from that directory, i.e. from the same run; a reference that was
+not measured (a row left out with ONLY/SKIP/SKIP_SLOW, a peer that failed or was
+skipped) gives "n/a" and says which, never a figure from elsewhere. "Best peer" is the
+best of the listed peers that were measured; the missing ones are named beside it.
+
+After the targets: the physical limits with headgate's ratio to each (bench/limits.py)
+and WAL bytes per job (bench/wal.py), for reading the misses.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-PEERS_DIR = Path(os.environ.get("HG_PEERS_DIR") or ROOT.parent / "shared" / "peers")
+Rows = dict[str, dict[str, dict[str, Any]]]  # peer -> workload -> JSON line
 
-Rows = dict[str, dict[str, dict[str, Any]]]  # peer name -> workload -> JSON line
+SQLITE_PEERS = ["huey", "dbos[sqlite]"]
+PG_PEERS = ["pgqueuer", "pgqueuer[async-producer]", "oban", "chancy", "dbos[pg]"]
+# Peers whose W3 worker holds at most 2 jobs in flight (the harness's concurrency 2).
+PG_CAPPED = ["pgqueuer", "oban", "chancy", "dbos[pg]"]
+ALL_PEERS = [*SQLITE_PEERS, *PG_PEERS, "pgqueuer[worker=default]"]
 
 
-def load(out: Path) -> Rows:
-    rows: Rows = {}
+@dataclass
+class Data:
+    rows: Rows = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    other: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # bench -> lines
+
+
+def load(out: Path) -> Data:
+    d = Data()
     for path in sorted(out.glob("*.jsonl")):
         for line in path.read_text().splitlines():
-            if line.startswith("{"):
-                rec = json.loads(line)
-                rows.setdefault(rec["peer"], {})[rec["workload"]] = rec
-    return rows
-
-
-_CELL = re.compile(r"^\s*([\d.]+)(?:\s*\(([\d.]+)-([\d.]+)\))?")
-
-
-def _stat(cell: str) -> dict[str, Any] | None:
-    m = _CELL.match(cell)
-    if not m:
-        return None
-    median = float(m.group(1))
-    lo = float(m.group(2)) if m.group(2) else median
-    hi = float(m.group(3)) if m.group(3) else median
-    return {"median": median, "min": lo, "max": hi}
-
-
-def readme_rows(readme: Path) -> Rows:
-    """The peers README's results table, in the shape of the JSON lines."""
-    rows: Rows = {}
-    if not readme.exists():
-        return rows
-    lines = readme.read_text().splitlines()
-    try:
-        start = next(i for i, line in enumerate(lines) if line.startswith("| peer | W1"))
-    except StopIteration:
-        return rows
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 7:
-            continue
-        name, w1, w2, w3, once, p50, p99 = cells[:7]
-        peer: dict[str, dict[str, Any]] = {}
-        if (s := _stat(w1)) is not None:
-            peer["W1"] = {**s, "source": "README"}
-        if (s := _stat(w2)) is not None:
-            peer["W2"] = {**s, "source": "README"}
-        if (s := _stat(w3)) is not None:
-            peer["W3"] = {**s, "exactly_once": once == "yes", "source": "README"}
-        p50s, p99s = _stat(p50), _stat(p99)
-        if p50s is not None and p99s is not None:
-            peer["W4"] = {"p50_ms": p50s, "p99_ms": p99s, "source": "README"}
-        rows[name] = peer
-    return rows
+            if not line.startswith("{"):
+                continue
+            rec = json.loads(line)
+            if "bench" in rec:
+                d.other.setdefault(rec["bench"], []).append(rec)
+            elif rec.get("skipped"):
+                d.skipped[rec["peer"]] = rec["skipped"]
+            elif "peer" in rec and "workload" in rec:
+                d.rows.setdefault(rec["peer"], {})[rec["workload"]] = rec
+    return d
 
 
 @dataclass
 class Fig:
     value: float | None
-    label: str  # who, and where the figure came from
+    label: str
 
 
-def figure(rows: Rows, fallback: Rows, peer: str, workload: str, key: str = "median"
-           ) -> Fig:
-    """A throughput median (key=median) or a W4 p50 (key=p50_ms), measured if we have it."""
-    for source, table in (("", rows), (" (README)", fallback)):
-        rec = table.get(peer, {}).get(workload)
-        if rec is None:
-            continue
-        value = rec["p50_ms"]["median"] if key == "p50_ms" else rec.get("median")
-        if value is not None:
-            return Fig(float(value), f"{peer}{source}")
-    return Fig(None, f"{peer} (not measured)")
+def value(d: Data, peer: str, workload: str) -> float | None:
+    rec = d.rows.get(peer, {}).get(workload)
+    if rec is None:
+        return None
+    v = rec["p50_ms"]["median"] if workload == "W4" else rec.get("median")
+    return None if v is None else float(v)
 
 
-def best(figs: list[Fig], lower_is_better: bool = False) -> Fig:
-    have = [f for f in figs if f.value is not None]
+def fig(d: Data, peer: str, workload: str) -> Fig:
+    v = value(d, peer, workload)
+    return Fig(v, peer if v is not None else f"{peer} (not measured)")
+
+
+def best(d: Data, peers: list[str], workload: str, lowest: bool = False) -> Fig:
+    have = [(p, v) for p in peers if (v := value(d, p, workload)) is not None]
+    missing = [p + (f": {d.skipped[p]}" if p in d.skipped else "") for p in peers
+               if value(d, p, workload) is None]
+    note = f"; not measured: {', '.join(missing)}" if missing else ""
     if not have:
-        return figs[0]
-    pick = min if lower_is_better else max
-    return pick(have, key=lambda f: f.value or 0.0)
+        return Fig(None, f"none measured{note}")
+    p, v = (min if lowest else max)(have, key=lambda x: x[1])
+    return Fig(v, f"{p}{' (best of ' + str(len(have)) + ')' if len(have) > 1 else ''}{note}")
 
 
-def fmt(value: float | None, unit: str) -> str:
-    if value is None:
+def other(d: Data, bench: str, key: str, val: str) -> dict[str, Any] | None:
+    return next((r for r in d.other.get(bench, []) if r.get(key) == val), None)
+
+
+def limit_fig(d: Data, store: str, loop: str) -> Fig:
+    rec = next((r for r in d.other.get("limits", [])
+                if r["store"] == store and r["loop"] == loop), None)
+    if rec is None:
+        return Fig(None, f"limit {loop} (not measured)")
+    return Fig(float(rec["median"]), f"raw {'sqlite3' if store == 'sqlite' else 'psycopg'} "
+                                     f"{loop}")
+
+
+def http_fig(d: Data, row: str) -> Fig:
+    rec = other(d, "http", "row", row)
+    return Fig(None if rec is None else float(rec["median"]),
+               row if rec is not None else f"{row} (not measured)")
+
+
+def mem_fig(d: Data, row: str) -> tuple[Fig, str]:
+    rec = other(d, "memory", "row", row)
+    if rec is None:
+        return Fig(None, f"{row} (not measured)"), ""
+    return (Fig(float(rec["late_over_early"]["median"]), row),
+            f"{rec['early_mib']['median']:.1f} → {rec['late_mib']['median']:.1f} MiB "
+            f"({rec['early_at']:,} → {rec['late_at']:,})")
+
+
+def fmt(v: float | None, unit: str) -> str:
+    if v is None:
         return "-"
     if unit == "ms":
-        return f"{value:.1f} ms"
-    return f"{value:,.0f}/s"
+        return f"{v:.1f} ms"
+    if unit == "x":
+        return f"{v:.3f}×"
+    return f"{v:,.0f}/s"
 
 
 @dataclass
 class Target:
-    group: str
+    backend: str
     what: str
     ours: Fig
     ref: Fig
-    factor: float  # required ratio ours/ref: >= factor (throughput) or <= factor (latency)
-    unit: str  # "/s" or "ms"
+    factor: float
+    unit: str  # "/s" (higher is better), "ms" or "x" (lower is better)
     note: str = ""
-    readme: Fig | None = None  # the same reference as printed in the peers README
 
-    def readme_ratio(self) -> str:
-        if self.readme is None or self.readme.value is None or self.ours.value is None:
-            return "-"
-        return f"{self.ours.value / self.readme.value:.2f}× of {fmt(self.readme.value, self.unit)}"
-
-    def row(self) -> list[str]:
-        lower = self.unit == "ms"
-        if self.ours.value is None or self.ref.value is None or self.ref.value == 0:
-            ratio_s, verdict = "-", "n/a (not measured)"
+    def cells(self) -> list[str]:
+        lower = self.unit in ("ms", "x")
+        if self.unit == "x":  # ours is already the ratio (late/early)
+            ratio = self.ours.value
+        elif self.ours.value is None or not self.ref.value:
+            ratio = None
         else:
             ratio = self.ours.value / self.ref.value
-            ok = ratio <= self.factor if lower else ratio >= self.factor
-            ratio_s = f"{ratio:.2f}×"
-            verdict = "PASS" if ok else "MISS"
-        if self.note and verdict == "PASS":
-            verdict = f"MISS ({self.note})"
-        elif self.note:
-            verdict += f" ({self.note})"
-        need = f"{'≤' if lower else '≥'} {self.factor:.2f}×"
-        return [self.group, self.what, f"{fmt(self.ours.value, self.unit)} {self.ours.label}",
-                f"{fmt(self.ref.value, self.unit)} {self.ref.label}", ratio_s, need, verdict,
-                self.readme_ratio()]
-
-
-def targets(rows: Rows, fallback: Rows) -> list[Target]:
-    out = _targets(rows, fallback)
-    # The same references as the peers README printed them (a quieter machine, or not):
-    # shown beside the side-by-side ratio, never used for the verdict.
-    for t, r in zip(out, _targets({}, fallback), strict=True):
-        if r.ref.label.endswith("(README)"):
-            t.readme = r.ref
-    return out
-
-
-def _targets(rows: Rows, fallback: Rows) -> list[Target]:
-    def f(peer: str, w: str, key: str = "median") -> Fig:
-        return figure(rows, fallback, peer, w, key)
-
-    pgq_w2 = best([f("pgqueuer", "W2"), f("pgqueuer[async-producer]", "W2")])
-    pgq_w1 = best([f("pgqueuer", "W1"), f("pgqueuer[async-producer]", "W1")])
-    pgq_p50 = best([f("pgqueuer", "W4", "p50_ms"), f("pgqueuer[worker=default]", "W4", "p50_ms")],
-                   lower_is_better=True)
-    out: list[Target] = []
-
-    def once_note(name: str) -> str:
-        rec = rows.get(name, {}).get("W3")
-        if rec is not None and not rec.get("exactly_once", False):
-            return "W3 NOT exactly-once"
-        return ""
-
-    for kind in ("sqlite", "pg"):
-        hg = f"headgate[{kind}]"
-        group = "SQLite" if kind == "sqlite" else "PostgreSQL"
-        if kind == "sqlite":
-            out += [
-                Target(group, "W1 single enqueue ≥ 2× huey", f(hg, "W1"), f("huey", "W1"), 2.0,
-                       "/s"),
-                Target(group, "W2 batch(1000) ≥ 1.5× pgqueuer's best", f(hg, "W2"), pgq_w2,
-                       1.5, "/s"),
-                Target(group, "W3 drain (c=2) ≥ 2× huey", f(hg, "W3"), f("huey", "W3"), 2.0,
-                       "/s", once_note(hg)),
-                Target(group, "W4 pickup p50 ≤ 5 ms", f(hg, "W4", "p50_ms"),
-                       Fig(5.0, "target"), 1.0, "ms"),
-            ]
+        if ratio is None:
+            verdict, ratio_s = "n/a (not measured)", "-"
         else:
-            out += [
-                Target(group, "W1 single enqueue ≥ 2× pgqueuer", f(hg, "W1"), pgq_w1, 2.0,
-                       "/s"),
-                Target(group, "W2 batch(1000) ≥ 1.5× pgqueuer's best", f(hg, "W2"), pgq_w2,
-                       1.5, "/s"),
-                Target(group, "W3 drain (c=2) ≥ 1.5× pgqueuer on its defaults", f(hg, "W3"),
-                       f("pgqueuer[worker=default]", "W3"), 1.5, "/s", once_note(hg)),
-                Target(group, "W4 pickup p50 ≤ pgqueuer's", f(hg, "W4", "p50_ms"), pgq_p50,
-                       1.0, "ms"),
-            ]
-    for kind in ("sqlite", "pg"):
+            ok = ratio <= self.factor if lower else ratio >= self.factor
+            verdict, ratio_s = ("PASS" if ok else "MISS"), f"{ratio:.2f}×"
+        if self.note:
+            verdict = ("MISS" if verdict == "PASS" else verdict) + f" ({self.note})"
+        ref = (self.ref.label if self.unit == "x"
+               else f"{fmt(self.ref.value, self.unit)} {self.ref.label}")
+        return [self.backend, self.what, f"{fmt(self.ours.value, self.unit)} {self.ours.label}",
+                ref, ratio_s, f"{'≤' if lower else '≥'} {self.factor:.2f}×", verdict]
+
+
+def once(d: Data, peer: str) -> str:
+    rec = d.rows.get(peer, {}).get("W3")
+    if rec is not None and not rec.get("exactly_once", False):
+        return "W3 NOT exactly-once"
+    return ""
+
+
+def targets(d: Data) -> list[Target]:
+    hs, hp = "headgate[sqlite]", "headgate[pg]"
+    t = [
+        Target("SQLite", "W1 single enqueue ≥ 2× the best SQLite peer", fig(d, hs, "W1"),
+               best(d, SQLITE_PEERS, "W1"), 2.0, "/s"),
+        Target("SQLite", "W2 batch enqueue ≥ 1.5× the best batch figure of any peer",
+               fig(d, hs, "W2"), best(d, ALL_PEERS, "W2"), 1.5, "/s"),
+        Target("SQLite", "W3 drain, concurrency 2 ≥ 2× the best SQLite peer",
+               fig(d, hs, "W3"), best(d, SQLITE_PEERS, "W3"), 2.0, "/s", once(d, hs)),
+        Target("SQLite", "W4 pickup p50 ≤ every peer's", fig(d, hs, "W4"),
+               best(d, ALL_PEERS, "W4", lowest=True), 1.0, "ms"),
+        Target("PostgreSQL", "W1 ≥ 1.2× the best PostgreSQL peer", fig(d, hp, "W1"),
+               best(d, PG_PEERS, "W1"), 1.2, "/s"),
+        Target("PostgreSQL", "W1 ≥ 0.8× the physical limit", fig(d, hp, "W1"),
+               limit_fig(d, "pg", "insert_commit"), 0.8, "/s"),
+        Target("PostgreSQL", "W2 ≥ 1.2× the best PostgreSQL peer", fig(d, hp, "W2"),
+               best(d, PG_PEERS, "W2"), 1.2, "/s"),
+        Target("PostgreSQL", "W3, concurrency 2 ≥ 2× the best PostgreSQL peer capped at 2",
+               fig(d, hp, "W3"), best(d, PG_CAPPED, "W3"), 2.0, "/s", once(d, hp)),
+        Target("PostgreSQL", "W3, matched in-flight: headgate --concurrency 10 ≥ 1.2× "
+               "pgqueuer on its defaults (batch 10)", fig(d, "headgate[pg,c10]", "W3"),
+               fig(d, "pgqueuer[worker=default]", "W3"), 1.2, "/s",
+               once(d, "headgate[pg,c10]")),
+        Target("PostgreSQL", "W4 pickup p50 ≤ every PostgreSQL peer's", fig(d, hp, "W4"),
+               best(d, [*PG_PEERS, "pgqueuer[worker=default]"], "W4", lowest=True), 1.0,
+               "ms"),
+    ]
+    for kind, backend in (("sqlite", "SQLite"), ("pg", "PostgreSQL")):
         plain, pol = f"headgate[{kind}]", f"headgate[{kind}+policies]"
-        group = ("SQLite" if kind == "sqlite" else "PostgreSQL") + " + policies"
-        for w, what in (("W1", "W1"), ("W2", "W2"), ("W3", "W3")):
-            out.append(Target(group, f"{what} within 25 % of policy-free", f(pol, w),
-                              f(plain, w), 0.75, "/s", once_note(pol) if w == "W3" else ""))
-        out.append(Target(group, "W4 p50 within 25 % of policy-free", f(pol, "W4", "p50_ms"),
-                          f(plain, "W4", "p50_ms"), 1.25, "ms"))
-    return out
+        for w in ("W1", "W2", "W3"):
+            t.append(Target(f"{backend} + policies", f"{w} within 25 % of policy-free",
+                            fig(d, pol, w), fig(d, plain, w), 0.75, "/s",
+                            once(d, pol) if w == "W3" else ""))
+        t.append(Target(f"{backend} + policies", "W4 p50 within 25 % of policy-free",
+                        fig(d, pol, "W4"), fig(d, plain, "W4"), 1.25, "ms"))
+    for kind, backend in (("sqlite", "SQLite"), ("pg", "PostgreSQL")):
+        t.append(Target(backend, "HTTP enqueue (POST /api/v1/jobs, 8 clients) ≥ 0.7× the "
+                        "same server configuration's trivial JSON POST",
+                        http_fig(d, f"headgate[{kind}]"), http_fig(d, "ceiling[flask]"), 0.7,
+                        "/s"))
+    for part, what in (("worker", "worker RSS after 100,000 jobs ≤ 1.10× after 1,000"),
+                       ("serve", "serve RSS under the HTTP load, late ≤ 1.10× early")):
+        for kind, backend in (("sqlite", "SQLite"), ("pg", "PostgreSQL")):
+            ratio, detail = mem_fig(d, f"{part}[{kind}]")
+            t.append(Target(backend, f"memory: {what}", ratio, Fig(None, detail or "-"),
+                            1.10, "x"))
+    return t
 
 
-def table(rows: Rows, fallback: Rows) -> str:
-    hdr = ["backend", "target", "headgate", "reference (this run)", "ratio", "need", "verdict",
-           "ratio vs peers README figure"]
+def targets_table(d: Data) -> str:
+    hdr = ["backend", "target", "headgate", "reference (this run)", "ratio", "need",
+           "verdict"]
+    ts = targets(d)
     lines = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
-    ts = targets(rows, fallback)
-    lines += ["| " + " | ".join(t.row()) + " |" for t in ts]
-    passed = sum(1 for t in ts if t.row()[6] == "PASS")
-    lines.append("")
-    lines.append(f"{passed} of {len(ts)} targets PASS.")
+    cells = [x.cells() for x in ts]
+    lines += ["| " + " | ".join(c) + " |" for c in cells]
+    passed = sum(1 for c in cells if c[-1] == "PASS")
+    measured = sum(1 for c in cells if not c[-1].startswith("n/a"))
+    lines += ["", f"{passed} of {len(ts)} targets PASS ({measured} measured)."]
+    return "\n".join(lines)
+
+
+def limits_table(d: Data) -> str:
+    pairs = (("W1", "insert_commit"), ("W2", "batch_insert"), ("W3", "claim_ack"))
+    lines = ["| store | loop | raw jobs/s median (min–max) | headgate | headgate / raw |",
+             "|---|---|---|---|---|"]
+    for rec in d.other.get("limits", []):
+        store, loop = rec["store"], rec["loop"]
+        w = next(w for w, lp in pairs if lp == loop)
+        ours = value(d, f"headgate[{store}]", w)
+        ratio = f"{ours / rec['median']:.2f}× ({w})" if ours and rec["median"] else "-"
+        lines.append(f"| {store} | {loop} | {rec['median']:,.0f} ({rec['min']:,.0f}–"
+                     f"{rec['max']:,.0f}) | {fmt(ours, '/s')} | {ratio} |")
+    return "\n".join(lines) if len(lines) > 2 else "(bench/limits.py not run)"
+
+
+def wal_table(d: Data) -> str:
+    recs = [r for r in d.other.get("wal", []) if "peer" in r]
+    if not recs:
+        return "(bench/wal.py not run)"
+    lines = ["| row | workload | WAL bytes/job median (min–max) | frames/job |",
+             "|---|---|---|---|"]
+    for r in recs:
+        b = r["wal_bytes_per_job"]
+        fr = r.get("wal_frames_per_job", {}).get("median")
+        lines.append(f"| {r['peer']} | {r['workload']} | {b['median']:,.0f} ({b['min']:,.0f}–"
+                     f"{b['max']:,.0f}) | {'-' if fr is None else fr} |")
+    for r in d.other.get("wal", []):
+        if "ratios" in r and r["ratios"]:
+            lines.append("")
+            lines.append(f"{r['store']}: " + ", ".join(f"{k} = {v}×"
+                                                       for k, v in r["ratios"].items()))
     return "\n".join(lines)
 
 
@@ -227,34 +261,27 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     out = Path(argv[0])
-    rows = load(out)
-    fallback = readme_rows(PEERS_DIR / "README.md")
-    used_readme = sorted({t.ref.label for t in targets(rows, fallback)
-                          if t.ref.label.endswith("(README)")})
-    print(table(rows, fallback))
-    if used_readme:
+    d = load(out)
+    print(targets_table(d))
+    if d.skipped:
         print()
-        print("Not re-run here, taken from the peer harness README (same machine kind, "
-              "N=20000, 3 runs): " + ", ".join(x.removesuffix(" (README)")
-                                                for x in used_readme) + ".")
-    commits: set[str] = set()
-    for peer, wl in rows.items():
-        if peer.startswith("headgate"):
-            for rec in wl.values():
-                commit = rec.get("versions", {}).get("commit")
-                if commit:
-                    commits.add(commit)
+        print("Skipped rows: " + "; ".join(f"{p}: {why}" for p, why in d.skipped.items()) + ".")
+    commits = sorted({c for wl in d.rows.values() for rec in wl.values()
+                      if (c := rec.get("versions", {}).get("commit"))})
     if commits:
-        print(f"headgate commit(s) measured: {', '.join(sorted(commits))}.")
+        print(f"headgate commit(s) measured: {', '.join(commits)}.")
     load_file = out / "load.txt"
     if load_file.exists():
         avgs = [float(x.split()[1]) for x in load_file.read_text().splitlines() if x.strip()]
         if avgs:
-            print(f"1-minute load average during the runs: {min(avgs):.1f}–{max(avgs):.1f} "
+            print(f"1-minute load average during the run: {min(avgs):.1f}–{max(avgs):.1f} "
                   f"(median {sorted(avgs)[len(avgs) // 2]:.1f}) on {os.cpu_count()} CPUs.")
+    print("\n## Physical limits (bench/limits.py, same run)\n")
+    print(limits_table(d))
+    print("\n## WAL bytes per job (bench/wal.py, same run)\n")
+    print(wal_table(d))
     return 0
 
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))
-
