@@ -74,10 +74,21 @@ def fig(d: Data, peer: str, workload: str) -> Fig:
     return Fig(v, peer if v is not None else f"{peer} (not measured)")
 
 
+# Variant rows that by design measure only some workloads (bench/compare.sh).
+ONLY_FOR = {"pgqueuer[worker=default]": ("W3", "W4"), "pgqueuer[async-producer]": ("W1", "W2")}
+
+
 def best(d: Data, peers: list[str], workload: str, lowest: bool = False) -> Fig:
+    peers = [p for p in peers if workload in ONLY_FOR.get(p, (workload,))]
     have = [(p, v) for p in peers if (v := value(d, p, workload)) is not None]
-    missing = [p + (f": {d.skipped[p]}" if p in d.skipped else "") for p in peers
-               if value(d, p, workload) is None]
+    missing = []
+    for p in peers:
+        rec = d.rows.get(p, {}).get(workload)
+        if value(d, p, workload) is not None:
+            continue
+        if rec is not None and rec.get("batch_api") is False:
+            continue  # "no batch API" is the peer's answer, not a gap in this run
+        missing.append(p + (f": {d.skipped[p]}" if p in d.skipped else ""))
     note = f"; not measured: {', '.join(missing)}" if missing else ""
     if not have:
         return Fig(None, f"none measured{note}")
