@@ -154,3 +154,26 @@ def test_failures_show_their_error_first_and_can_be_searched_by_it(
     expect(first).to_have_attribute("aria-label", "Last error")
     expect(first).to_contain_text(re.compile(r"attempt \d+ of \d+"))
     expect(first.locator("pre.err")).to_contain_text("TimeoutError")
+
+
+def test_a_queue_that_does_not_drain_says_why_and_offers_the_fix(
+        server: Server, page: Any) -> None:
+    """Item 4: `notifications` waits on the paused rate class `sms`: its row and its page
+    say so, with a Resume button for the class that lifts it."""
+    page.goto(server.base + "/queues/notifications")
+    live(page)
+    banner = page.locator("#queue-stats .blocked")
+    expect(banner).to_contain_text("because rate class sms is paused")
+    page.goto(server.base + "/")
+    live(page)
+    row = page.locator("#queue-rows tr", has=page.locator("a", has_text="notifications"))
+    note = row.locator(".blocker")
+    expect(note).to_contain_text("rate class sms is paused")
+    note.get_by_role("button", name="Resume sms").click()
+    expect(page.locator("#flash")).to_contain_text("Rate class resumed")
+    sms = {r["name"]: r for r in server.api("GET", "/rate-classes").json()}["sms"]
+    assert (sms["paused"], sms["limit_per_window"], sms["window_ms"]) == (False, 2, 60_000)
+    # Put the demo back as the other tests expect it.
+    assert server.api("PUT", "/rate-classes/sms", json={"limit": 2, "window_ms": 60_000,
+                                                         "burst": 2, "paused": True}
+                      ).status_code == 200

@@ -213,8 +213,10 @@ def load_topics(store: Any, topics: set[str]) -> dict[str, Any]:
             out[topic] = once(topic, lambda k=key: store.counts(k or None))
         elif kind == "queues":
             live = once("live", lambda: store.list_workers(views.WORKER_STALE_MS))
-            out[topic] = {"stats": once("queue_rows", lambda: views.queue_rows_data(store)),
-                          "served": {q for w in live for q in w.get("queues", [])}}
+            served = {q for w in live for q in w.get("queues", [])}
+            out[topic] = {"stats": once("queue_rows",
+                                        lambda s=served: views.queue_rows_data(store, s)),
+                          "served": served}
         elif kind == "queue":
             stats = once("queue_rows", lambda: views.queue_rows_data(store))
             out[topic] = next((q for q in stats if q["queue"] == key), None)

@@ -477,3 +477,39 @@ def last_error(job: Job) -> dict[str, Any] | None:
 
 
 _ERROR_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,127}")
+
+
+def blocker(exp: Explanation | None, served: bool) -> dict[str, Any] | None:
+    """The policy keeping a queue's waiting jobs from running, as `{kind, text, name,
+    resume}` for the queue row and page: `resume` is the PUT body that lifts a paused
+    rate class (the row offers it as a button); the other kinds link to their page."""
+    if exp is None:
+        return None
+    d = exp.detail or {}
+    b = exp.blocked_by
+    if b == "queue_paused":
+        return {"kind": "queue_paused", "text": "the queue is paused", "name": d.get("queue")}
+    if b == "rate_class":
+        name = d.get("rate_class")
+        if d.get("paused"):
+            return {"kind": "rate_class_paused", "text": f"rate class {name} is paused",
+                    "name": name, "resume": {"limit": d.get("limit"),
+                                             "window_ms": d.get("window_ms"),
+                                             "burst": d.get("burst"), "paused": False}}
+        if d.get("weight_exceeds_burst"):
+            return {"kind": "rate_class", "name": name,
+                    "text": f"a job's weight {d.get('weight')} exceeds rate class {name}'s "
+                            f"burst {d.get('burst')}"}
+        return {"kind": "rate_class", "name": name,
+                "text": f"rate class {name} is out of tokens "
+                        f"({per_window(d.get('limit'), d.get('window_ms'))})"}
+    if b == "concurrency_limit":
+        return {"kind": "concurrency_limit", "name": d.get("limit"),
+                "text": f"concurrency limit {d.get('limit')} reached: {d.get('running')} of "
+                        f"{d.get('max_concurrent')} running"}
+    if b == "quarantine":
+        return {"kind": "quarantine", "name": d.get("fingerprint"),
+                "text": "its jobs' fingerprint is quarantined"}
+    if not served:
+        return {"kind": "no_worker", "name": "", "text": "no live worker consumes this queue"}
+    return None

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import flask
 from werkzeug.exceptions import HTTPException
 
-from headgate.core import HeadgateError, Job, JobPage, drain, names
+from headgate.core import HeadgateError, Job, JobFilter, JobPage, drain, names
 from headgate.web import failed_attempts
 from headgate.web.app import get_store
 
@@ -192,10 +192,12 @@ def signout() -> flask.Response:
 
 # -- queues -------------------------------------------------------------------------------
 
-def queue_rows_data(s: Any) -> list[dict[str, Any]]:
+def queue_rows_data(s: Any, served: set[str] | None = None) -> list[dict[str, Any]]:
     """queue_stats with what the console adds to each row: the smoothed time-to-drain
-    forecast (headgate.core.drain) and the depth bar's shared scale. Two reads for all
-    queues: the stats and one read of every queue's recent per-minute counters."""
+    forecast (headgate.core.drain), the depth bar's shared scale, and for a queue that
+    is not draining the policy that blocks it. Two reads for all queues (the stats, and
+    every queue's recent per-minute counters), plus, per queue that is not draining,
+    one available job (an index probe) and its admission explanation."""
     stats = s.queue_stats()
     now = s.now_ms()
     counters = s.history_counters(now - drain.WINDOW_MS - drain.BUCKET_MS)
@@ -203,16 +205,33 @@ def queue_rows_data(s: Any) -> list[dict[str, Any]]:
     for q in stats:
         q["forecast"] = drain.queue_forecast(q, counters.get(q["queue"], {}), now)
         q["depth_scale"] = scale
+        q["blocker"] = None
+        if q["forecast"].trend in ("paused", "stalled", "growing") and q["by_state"].get(
+                "available"):
+            if served is None:
+                served = {n for w in s.list_workers(WORKER_STALE_MS) for n in w.get("queues", [])}
+            q["blocker"] = blocking_policy(s, q, q["queue"] in served)
     return stats
+
+
+def blocking_policy(s: Any, q: dict[str, Any], served: bool) -> dict[str, Any] | None:
+    """Why a queue's waiting jobs are not admitted, from one of them: its admission
+    explanation names the policy (paused queue, paused or empty rate class, ceiling,
+    quarantine); with nothing blocking it, a queue no live worker consumes says so."""
+    page = s.list_jobs(JobFilter(queue=q["queue"], state="available"), limit=1)
+    if not page.jobs:
+        return None
+    exp = s.explain_admission(page.jobs[0].id)
+    return present.blocker(exp, served)
 
 
 @bp.get("/")
 def overview() -> str:
     s = store()
-    queues = queue_rows_data(s)
-    counts = s.counts()
     live = s.list_workers(WORKER_STALE_MS)
     served = {q for w in live for q in w.get("queues", [])}
+    queues = queue_rows_data(s, served)
+    counts = s.counts()
     return render("overview.html", page="overview", title="Queues", queues=queues,
                   counts=counts, workers=live, served=served)
 
