@@ -26,6 +26,7 @@ from playwright.sync_api import expect
 import headgate
 from headgate.core import Outcome
 from headgate.dashboard.demo import seed
+from headgate.scheduling import run_schedule_now
 
 from .conftest import Server, start_server, stop_server
 
@@ -75,7 +76,7 @@ def store_hostile(store: Any) -> dict[str, str]:
     schedule = hostile(13)
     store.upsert_schedule({"id": schedule, "kind": hostile(14), "spec": "@every:60000",
                            "queue": queue, "payload": hostile(9).encode()})
-    store.run_schedule_now(schedule, "k", client=c)
+    run_schedule_now(store, schedule, "k", client=c)
     fp = headgate.fingerprint(hostile(20), b"boom")
     crash_queue = f"crash-{fp[:8]}"
     crash = c.enqueue(hostile(20), b"boom", queue=crash_queue)

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from headgate.scheduling import fire_due_schedules
 from headgate.store.port import Store
 from headgate.streak import FailureStreak
 
@@ -184,8 +185,8 @@ class DutyRunner:
         functions: dict[str, Callable[[], object]] = {
             "reclaimer": lambda: self._drain(store.reclaim_expired),
             "promoter": lambda: self._drain(store.promote_due),
-            "scheduler": lambda: store.fire_due_schedules(
-                limit=SCHEDULES_PER_TICK, client=self.client,
+            "scheduler": lambda: fire_due_schedules(
+                store, limit=SCHEDULES_PER_TICK, client=self.client,
                 misfire_grace_ms=self.misfire_grace_ms,
                 still_held=lambda: self.still_held("scheduler")),
             "retention": lambda: self._drain(store.evict_retained),

@@ -1,4 +1,5 @@
-"""Periodic schedules (SPEC §9) at the store port: storage, firing, events, run-now.
+"""Periodic schedules (SPEC §9): storage at the store port, firing and run-now through
+headgate.scheduling, events.
 
 Real databases and real time: schedules tick every few hundred milliseconds and the
 tests sleep through them. Where a test needs one exact tick it passes `now_ms` equal to
@@ -19,6 +20,7 @@ from headgate import Client, Store
 from headgate.client import EnqueueContext
 from headgate.core import InvalidInput, NotFound
 from headgate.core.schedule_spec import next_after
+from headgate.scheduling import fire_due_schedules, run_schedule_now
 
 
 def sched(id: str = "s1", spec: str = "@every:200", **fields: Any) -> dict[str, Any]:
@@ -117,7 +119,7 @@ def test_missing_required_field(store: Store) -> None:
 def test_delete_keeps_events(store: Store) -> None:
     row = store.upsert_schedule(sched())
     wait_until(store, row["next_run_ms"])
-    assert store.fire_due_schedules(now_ms=row["next_run_ms"]) == 1
+    assert fire_due_schedules(store, now_ms=row["next_run_ms"]) == 1
     store.delete_schedule("s1")
     assert store.get_schedule("s1") is None
     assert [e["outcome"] for e in events(store, "s1")] == ["enqueued"]
@@ -132,9 +134,9 @@ def test_fire_enqueues_with_deterministic_id_and_periodic_origin(store: Store) -
     row = store.upsert_schedule(sched(queue="reports", priority=3, partition_key="t1",
                                       max_attempts=4, retention_ms=1000))
     tick = row["next_run_ms"]
-    assert store.fire_due_schedules() == 0  # not due yet
+    assert fire_due_schedules(store) == 0  # not due yet
     wait_until(store, tick)
-    assert store.fire_due_schedules(now_ms=tick) == 1
+    assert fire_due_schedules(store, now_ms=tick) == 1
     job = store.get_job(f"periodic:s1:{tick}", include_payload=True)
     assert job is not None
     assert job.periodic_origin == {"schedule_id": "s1", "tick_ms": tick}
@@ -159,7 +161,7 @@ def test_crashed_tick_is_not_enqueued_twice(store: Store, all_jobs) -> None:
     wait_until(store, tick)
     Client(store).enqueue("report", b"p", id=f"periodic:s1:{tick}", retention_ms=0,
                           periodic_schedule_id="s1", periodic_tick_ms=tick)
-    assert store.fire_due_schedules(now_ms=tick) == 0
+    assert fire_due_schedules(store, now_ms=tick) == 0
     assert len(periodic_jobs(all_jobs, store, "s1")) == 1
     (event,) = events(store, "s1")
     assert (event["outcome"], event["reason"], event["job_id"]) == (
@@ -181,7 +183,7 @@ def test_concurrent_schedulers_enqueue_each_tick_once(
 
     def fire(s: Store) -> None:
         barrier.wait()
-        counts.append(s.fire_due_schedules(now_ms=tick))
+        counts.append(fire_due_schedules(s, now_ms=tick))
 
     threads = [threading.Thread(target=fire, args=(s,)) for s in others]
     for t in threads:
@@ -223,11 +225,11 @@ def test_stale_scheduler_does_not_reenqueue_ticks_that_ran_and_were_deleted(
 
     def twin_fires_first(context: EnqueueContext, batch: list, call_next) -> list[str]:
         if not ran:
-            assert other.fire_due_schedules() >= 5
+            assert fire_due_schedules(other) >= 5
             ran.extend(_run_and_delete(other))
         return call_next(batch)
 
-    assert store.fire_due_schedules(client=Client(store, middleware=[twin_fires_first])) == 0
+    assert fire_due_schedules(store, client=Client(store, middleware=[twin_fires_first])) == 0
     assert len(ran) >= 5
     assert _run_and_delete(store) == []  # nothing enqueued a second time
     assert sorted(e["job_id"] for e in events(store, "s1") if e["outcome"] == "enqueued") \
@@ -249,18 +251,18 @@ def test_a_scheduler_that_loses_its_lease_stops_and_the_next_continues(
         asked.append(len(asked) < 4)
         return asked[-1]
 
-    first = store.fire_due_schedules(still_held=held_for_four_checks)
+    first = fire_due_schedules(store, still_held=held_for_four_checks)
     assert 1 <= first < 11
     assert store.get_schedule("s1")["next_run_ms"] < store.now_ms()  # type: ignore[index]
     ran = _run_and_delete(store)
     assert len(ran) == first
     later = open_more()
-    assert later.fire_due_schedules() >= 11 - first
+    assert fire_due_schedules(later) >= 11 - first
     ran += _run_and_delete(later)
     ticks = _enqueued_ticks(store, "s1")
     assert sorted(int(j.rsplit(":", 1)[1]) for j in ran) == ticks
     assert ticks == list(range(row["next_run_ms"], ticks[-1] + 1, 50))  # none twice
-    assert store.fire_due_schedules(still_held=lambda: False) == 0
+    assert fire_due_schedules(store, still_held=lambda: False) == 0
 
 
 def test_schedule_without_a_next_tick_is_paused_not_refired(store: Store) -> None:
@@ -270,8 +272,8 @@ def test_schedule_without_a_next_tick_is_paused_not_refired(store: Store) -> Non
     with store.db.write() as (conn, _):  # type: ignore[attr-defined]
         conn.execute("UPDATE schedules SET spec = ? WHERE id = ?", ("0 0 30 2 *", "s1"))
     wait_until(store, row["next_run_ms"])
-    assert store.fire_due_schedules() == 0
-    assert store.fire_due_schedules() == 0
+    assert fire_due_schedules(store) == 0
+    assert fire_due_schedules(store) == 0
     assert store.get_schedule("s1")["paused"] is True  # type: ignore[index]
     assert [(e["outcome"], e["reason"], e["tick_ms"]) for e in events(store, "s1")] == [
         ("failed", "no_next_tick", row["next_run_ms"])]
@@ -280,11 +282,11 @@ def test_schedule_without_a_next_tick_is_paused_not_refired(store: Store) -> Non
 def test_paused_schedule_does_not_fire_and_resume_does_not_replay(store: Store) -> None:
     row = store.upsert_schedule(sched(spec="@every:100", paused=True))
     wait_until(store, row["next_run_ms"] + 350)
-    assert store.fire_due_schedules() == 0
+    assert fire_due_schedules(store) == 0
     assert events(store, "s1") == []
     resumed = store.upsert_schedule(sched(spec="@every:100", paused=False))
     assert resumed["next_run_ms"] > row["next_run_ms"] + 300
-    assert store.fire_due_schedules(now_ms=resumed["updated_at_ms"]) == 0
+    assert fire_due_schedules(store, now_ms=resumed["updated_at_ms"]) == 0
 
 
 def test_events_bounded_to_newest_100_and_paged(store: Store, all_jobs) -> None:
@@ -292,7 +294,7 @@ def test_events_bounded_to_newest_100_and_paged(store: Store, all_jobs) -> None:
     row = store.upsert_schedule(sched(spec="@every:10", on_missed="backfill",
                                       backfill_limit=150))
     wait_until(store, row["next_run_ms"] + 1600)
-    assert store.fire_due_schedules() == 150
+    assert fire_due_schedules(store) == 150
     jobs = periodic_jobs(all_jobs, store, "s1")
     assert len(jobs) == 150
     ticks = [j.periodic_tick_ms for j in jobs]
@@ -313,7 +315,7 @@ def test_events_bounded_to_newest_100_and_paged(store: Store, all_jobs) -> None:
     assert pages == newest
     # More events keep the bound: each run-now adds one.
     for i in range(5):
-        store.run_schedule_now("s1", f"key-{i}")
+        run_schedule_now(store, "s1", f"key-{i}")
     after = events(store, "s1", 1000)
     assert len(after) == 100
     assert [e["reason"] for e in after[:5]] == ["run_now"] * 5
@@ -327,12 +329,12 @@ def test_missed_ticks_recovery_per_policy(store: Store, all_jobs) -> None:
     start = max(s["next_run_ms"] for s in store.list_schedules())
     wait_until(store, start + 50)
     # On time: one each (evaluated as of start + 50 however slow this machine is).
-    assert store.fire_due_schedules(now_ms=start + 50, misfire_grace_ms=500) == 3
+    assert fire_due_schedules(store, now_ms=start + 50, misfire_grace_ms=500) == 3
     stopped_at = store.now_ms()
     wait_until(store, stopped_at + 1250)  # scheduler down: 6 ticks go by
     now = store.now_ms()
     latest = now // 200 * 200
-    assert store.fire_due_schedules(now_ms=now, misfire_grace_ms=500) == 1 + 3
+    assert fire_due_schedules(store, now_ms=now, misfire_grace_ms=500) == 1 + 3
 
     skip = periodic_jobs(all_jobs, store, "skip")
     assert len(skip) == 1  # only the on-time tick before the outage
@@ -351,7 +353,7 @@ def test_missed_ticks_recovery_per_policy(store: Store, all_jobs) -> None:
         assert store.get_schedule(policy)["next_run_ms"] == latest + 200  # type: ignore[index]
     # Back on time, skip fires normally again.
     wait_until(store, latest + 250)
-    assert store.fire_due_schedules(now_ms=latest + 250, misfire_grace_ms=500) == 3
+    assert fire_due_schedules(store, now_ms=latest + 250, misfire_grace_ms=500) == 3
     assert len(periodic_jobs(all_jobs, store, "skip")) == 2
 
 
@@ -361,7 +363,7 @@ def test_run_once_collapses_and_skip_within_grace_fires_latest(store: Store, all
     start = max(s["next_run_ms"] for s in store.list_schedules())
     wait_until(store, start + 450)  # ~5 ticks due, but within the default 60 s grace
     now = store.now_ms()
-    assert store.fire_due_schedules(now_ms=now) == 2
+    assert fire_due_schedules(store, now_ms=now) == 2
     for policy in ("skip", "run_once"):
         assert [j.periodic_tick_ms for j in periodic_jobs(all_jobs, store, policy)] == [
             now // 100 * 100]
@@ -378,7 +380,7 @@ def test_enqueue_authorizer_sees_periodic_jobs(store: Store, all_jobs) -> None:
     store.upsert_schedule(sched(id="ok", kind="report"))
     store.upsert_schedule(sched(id="no", kind="forbidden-kind"))
     wait_until(store, max(s["next_run_ms"] for s in store.list_schedules()))
-    assert store.fire_due_schedules(client=client) == 1
+    assert fire_due_schedules(store, client=client) == 1
     assert ("periodic", "report") in seen and ("periodic", "forbidden-kind") in seen
     (event,) = events(store, "no")
     assert (event["outcome"], event["reason"], event["job_id"]) == (
@@ -398,7 +400,8 @@ def test_middleware_and_hooks_apply_to_periodic_jobs(store: Store) -> None:
 
     row = store.upsert_schedule(sched())
     wait_until(store, row["next_run_ms"])
-    store.fire_due_schedules(now_ms=row["next_run_ms"], client=Client(store, middleware=[tag_it]))
+    fire_due_schedules(store, now_ms=row["next_run_ms"],
+                       client=Client(store, middleware=[tag_it]))
     assert calls == ["periodic"]
     job = store.get_job(f"periodic:s1:{row['next_run_ms']}")
     assert job is not None and job.tags == ("cron",)
@@ -415,7 +418,7 @@ def test_backpressure_and_quarantine_are_recorded_as_failed(store: Store, quaran
     store.upsert_schedule(sched(id="poison", payload=fp_payload))
     store.set_enqueue_limit("full", 0)
     wait_until(store, max(s["next_run_ms"] for s in store.list_schedules()))
-    assert store.fire_due_schedules() == 0
+    assert fire_due_schedules(store) == 0
     assert [(e["outcome"], e["reason"]) for e in events(store, "full")] == [
         ("failed", "backpressure")]
     assert [(e["outcome"], e["reason"]) for e in events(store, "poison")] == [
@@ -427,14 +430,14 @@ def test_edited_schedule_after_enqueue_counts_as_deduplicated(store: Store) -> N
     tick = row["next_run_ms"]
     wait_until(store, tick)
     Client(store).enqueue("report", b"old payload", id=f"periodic:s1:{tick}")
-    assert store.fire_due_schedules(now_ms=tick) == 0
+    assert fire_due_schedules(store, now_ms=tick) == 0
     (event,) = events(store, "s1")
     assert (event["outcome"], event["reason"]) == ("deduplicated", "id_conflict")
 
 
 def test_now_ms_cannot_be_in_the_future(store: Store) -> None:
     with pytest.raises(InvalidInput, match="now_ms"):
-        store.fire_due_schedules(now_ms=store.now_ms() + 60_000)
+        fire_due_schedules(store, now_ms=store.now_ms() + 60_000)
 
 
 # -- run now ------------------------------------------------------------------------
@@ -442,10 +445,10 @@ def test_now_ms_cannot_be_in_the_future(store: Store) -> None:
 
 def test_run_now_enqueues_one_extra_job_and_dedups_per_key(store: Store, all_jobs) -> None:
     row = store.upsert_schedule(sched(spec="@every:3600000"))
-    job_id, replayed = store.run_schedule_now("s1", "click-1")
+    job_id, replayed = run_schedule_now(store, "s1", "click-1")
     assert not replayed
-    assert store.run_schedule_now("s1", "click-1") == (job_id, True)
-    other, replayed = store.run_schedule_now("s1", "click-2")
+    assert run_schedule_now(store, "s1", "click-1") == (job_id, True)
+    other, replayed = run_schedule_now(store, "s1", "click-2")
     assert other != job_id and not replayed
     jobs = periodic_jobs(all_jobs, store, "s1")
     assert sorted(j.id for j in jobs) == sorted([job_id, other])
@@ -462,24 +465,24 @@ def test_run_now_enqueues_one_extra_job_and_dedups_per_key(store: Store, all_job
 
 def test_run_now_replay_survives_job_deletion(store: Store) -> None:
     store.upsert_schedule(sched(spec="@every:3600000", retention_ms=0))
-    job_id, _ = store.run_schedule_now("s1", "k")
+    job_id, _ = run_schedule_now(store, "s1", "k")
     store.delete_job(job_id)
-    assert store.run_schedule_now("s1", "k") == (job_id, True)
+    assert run_schedule_now(store, "s1", "k") == (job_id, True)
     assert store.get_job(job_id) is None
 
 
 def test_run_now_errors(store: Store) -> None:
     with pytest.raises(NotFound):
-        store.run_schedule_now("missing", "k")
+        run_schedule_now(store, "missing", "k")
     store.upsert_schedule(sched(queue="closed"))
     with pytest.raises(InvalidInput):
-        store.run_schedule_now("s1", "")
+        run_schedule_now(store, "s1", "")
     store.set_enqueue_limit("closed", 0)
     with pytest.raises(headgate.core.Backpressure):
-        store.run_schedule_now("s1", "k")
+        run_schedule_now(store, "s1", "k")
     assert [(e["outcome"], e["reason"]) for e in events(store, "s1")] == [
         ("failed", "backpressure")]
     denied = Client(store, authorizer=lambda ctx, env: ctx.source != "http")
     with pytest.raises(headgate.core.EnqueueForbidden):
-        store.run_schedule_now("s1", "k2", client=denied,
+        run_schedule_now(store, "s1", "k2", client=denied,
                                context=EnqueueContext(source="http", identity="bob"))

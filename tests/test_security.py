@@ -55,6 +55,7 @@ from headgate.core import Outcome
 from headgate.dashboard import auth as console_auth
 from headgate.dashboard import live
 from headgate.dashboard.demo import Seeded, seed
+from headgate.scheduling import run_schedule_now
 from headgate.web import create_app
 from headgate.web.failed_attempts import FailedAttempts
 
@@ -795,7 +796,7 @@ def store_hostile_strings(store: Any, quarantine: Callable[..., str]) -> Hostile
     store.upsert_schedule({"id": schedule, "kind": hostile(f["schedule_kind"]),
                            "spec": "@every:60000", "queue": queue,
                            "payload": hostile(f["payload"]).encode()})
-    store.run_schedule_now(schedule, "k", client=c)
+    run_schedule_now(store, schedule, "k", client=c)
     quarantine(store, hostile(f["quarantine_kind"]), b"boom")  # three real lost leases
     op = store.create_operation("cancel", {"queue": hostile(f["op_selector"])}, dry_run=True)
     return HostileWorld(job, done, odd, schedule, op["id"], queue, f)

@@ -1,6 +1,6 @@
 """Periodic schedules: list, upsert (validated here, SPEC §9 grammar incl. CRON_TZ),
-delete, enqueue events, and run-now. Storage and firing belong to the store's
-PeriodicMixin; this module is the HTTP surface."""
+delete, enqueue events, and run-now. Storage belongs to the store, firing to
+headgate.scheduling; this module is the HTTP surface."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import flask
 
 from headgate.core import EnqueueForbidden, Envelope, schedule_spec
+from headgate.scheduling import run_schedule_now
 
 from .blueprint import bp, empty_ok, json_response, no_content
 from .context import (
@@ -165,8 +166,8 @@ def run_periodic(schedule_id: str) -> flask.Response:
         # Scoped per caller, like the stored responses; hashed to fit the key limit.
         key = hashlib.sha256(f"{who.identity}\n{key}".encode()).hexdigest()
     with producer_call():
-        job_id, replayed = s.run_schedule_now(schedule_id, key, client=producer(),
-                                              context=enqueue_context())
+        job_id, replayed = run_schedule_now(s, schedule_id, key, client=producer(),
+                                            context=enqueue_context())
     body: dict[str, Any] = {"id": job_id}
     if replayed:
         body["replayed"] = True

@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from headgate.core import (
     AckRequest,
     Claim,
+    Duplicate,
     Envelope,
     Explanation,
     InvalidInput,
@@ -29,6 +31,34 @@ from headgate.core.job import Blob, Progress
 from .activity import ActivityHub
 
 CAPS_SQLITE = ("inspect",)
+
+# One enqueue event of a schedule: (tick_ms, job_id, outcome, reason).
+ScheduleEvent = tuple[int, str | None, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleStep:
+    """Move schedule `schedule_id` on from next_run_ms `expected` to `to`, by
+    compare-and-set on (spec, next_run_ms): a twin scheduler that fired it meanwhile,
+    or an edit that re-anchored it, makes the step fail instead of firing twice."""
+
+    schedule_id: str
+    spec: str
+    expected: int
+    to: int
+
+
+@dataclass(frozen=True, slots=True)
+class TickInsert:
+    """What `enqueue_tick` did in its one transaction. `inserted` holds the ids that
+    are new (the rest already existed: a `deduplicated` tick, not an `enqueued` one);
+    `duplicate` is a unique-key holder, committed together with the step; `moved`
+    means the step's compare-and-set failed and nothing was written."""
+
+    ids: list[str]
+    inserted: frozenset[str] = frozenset()
+    duplicate: Duplicate | None = None
+    moved: bool = False
 
 
 class Store(ABC):
@@ -177,21 +207,43 @@ class Store(ABC):
     ) -> list[dict[str, Any]]:
         """Newest first; `cursor` is the last event_id of the previous page."""
 
+    # Firing (headgate/scheduling.py, a service) is several transactions per schedule;
+    # these are its steps, each one transaction.
     @abstractmethod
-    def fire_due_schedules(
-        self, now_ms: int | None = None, limit: int = 100, *, client: Any = None,
-        misfire_grace_ms: int = 60_000, still_held: Callable[[], bool] | None = None,
-    ) -> int:
-        """The scheduler duty's tick; returns jobs enqueued. `client` (a headgate.Client)
-        supplies the enqueue authorizer, middleware and hooks; `still_held` returning
-        False (the duty lease lapsed) stops the run before its next schedule or tick."""
+    def due_schedules(self, now_ms: int, limit: int) -> list[dict[str, Any]]:
+        """Unpaused schedules with next_run_ms <= now_ms, most overdue first."""
 
     @abstractmethod
-    def run_schedule_now(
-        self, schedule_id: str, idempotency_key: str, *, client: Any = None,
-        context: Any = None,
-    ) -> tuple[str, bool]:
-        """One extra job now, next_run_ms untouched; returns (job_id, replayed)."""
+    def enqueue_tick(self, envelopes: Sequence[Envelope],
+                     step: ScheduleStep | None = None) -> TickInsert:
+        """enqueue_many (same checks and errors, except a unique-key Duplicate, which is
+        answered in `duplicate`) and, given `step`, the schedule's move past the tick,
+        in one transaction: a tick is enqueued at most once whoever fires it."""
+
+    @abstractmethod
+    def record_schedule_events(
+        self, schedule_id: str, events: Sequence[ScheduleEvent],
+        step: ScheduleStep | None = None, enqueued: bool = False,
+    ) -> None:
+        """Append events (keeping the newest per schedule) and, given `step`, move the
+        schedule on (last_enqueued_ms too when `enqueued`), in one transaction."""
+
+    @abstractmethod
+    def park_schedule(self, schedule_id: str, spec: str, next_run_ms: int,
+                      events: Sequence[ScheduleEvent]) -> bool:
+        """Pause a schedule unless it moved since read (compare-and-set as a step) and
+        then record `events`; False when it moved."""
+
+    @abstractmethod
+    def find_schedule_run(self, schedule_id: str, idempotency_key: str) -> str | None:
+        """The job a run-now with this key produced within the key's retention."""
+
+    @abstractmethod
+    def remember_schedule_run(self, schedule_id: str, idempotency_key: str, job_id: str,
+                              event: ScheduleEvent, inserted: bool) -> str:
+        """Record the run-now key's job and its event (and last_enqueued_ms when
+        `inserted`) in one transaction; returns the job a concurrent twin recorded
+        first."""
 
     @abstractmethod
     def forget_workers(self, older_than_ms: int) -> int:
