@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from headgate.core import State
@@ -97,7 +96,7 @@ class JobRef(Generic[R]):
                 value = self._settled()
                 if value is not _PENDING:
                     return value  # type: ignore[no-any-return]
-                left = _left(deadline)
+                left = _left(deadline, self.id, timeout)
                 if unwatch is not None:
                     wake.wait(min(RECHECK_S, left))
                 else:
@@ -124,7 +123,7 @@ class JobRef(Generic[R]):
                 value = await asyncio.to_thread(self._settled)
                 if value is not _PENDING:
                     return value  # type: ignore[no-any-return]
-                left = _left(deadline)
+                left = _left(deadline, self.id, timeout)
                 try:
                     await asyncio.wait_for(wake.wait(), min(RECHECK_S, left))
                 except TimeoutError:
@@ -133,15 +132,12 @@ class JobRef(Generic[R]):
             unwatch()
 
 
-def _left(deadline: float | None) -> float:
+def _left(deadline: float | None, job_id: str, timeout: float | None) -> float:
     if deadline is None:
         return RECHECK_S
     left = deadline - time.monotonic()
     if left <= 0:
-        raise TimeoutError("the job has not finished yet")
+        raise TimeoutError(f"job {job_id} has not finished after {timeout} s")
     return left
-
-
-Waker = Callable[[], None]
 
 __all__ = ["JobRef"]
