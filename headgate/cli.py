@@ -66,10 +66,10 @@ def _check_store(settings: Settings) -> None:
     store.close()
 
 
-def _configure_logging(level: str) -> None:
+def _configure_logging(level: str, fmt: str = "text") -> None:
     from headgate.worker.launcher import configure_logging
 
-    configure_logging(level)
+    configure_logging(level, fmt)
     # APScheduler warns "Execution of job … skipped" (or "missed") each time a duty
     # is still running at its next tick. Duties run one at a time by design, so that is
     # expected and would flood the log; its ERRORs (a duty that raised) still show.
@@ -112,9 +112,23 @@ migrate_option = click.option(
 log_level_option = click.option(
     "--log-level",
     default="INFO",
+    envvar="HG_LOG_LEVEL",
+    show_envvar=True,
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     help="Level of headgate's log lines (stderr).",
+)
+
+
+log_format_option = click.option(
+    "--log-format",
+    default="text",
+    envvar="HG_LOG_FORMAT",
+    show_envvar=True,
+    show_default=True,
+    type=click.Choice(["text", "json"], case_sensitive=False),
+    help="text: one line per record; json: one JSON object per line, with job_id, kind, "
+    "queue, attempt and worker_id as fields inside a job's attempt.",
 )
 
 
@@ -163,9 +177,10 @@ def main() -> None:
                    "before they are released.")
 @migrate_option
 @log_level_option
+@log_format_option
 def serve(addr: str | None, store_url: str | None, threads: int, duties: bool,
           workers: int, app_ref: str | None, drain_ms: int, migrate: bool | None,
-          log_level: str) -> None:
+          log_level: str, log_format: str) -> None:
     """Run the API server (gunicorn, one process, gthread workers), optionally with an
     in-process worker (--workers N --app). Exit codes: 0 after SIGTERM/SIGINT, 2 for
     configuration errors, 69 when the store is unavailable (unreachable, not a database,
@@ -173,7 +188,7 @@ def serve(addr: str | None, store_url: str | None, threads: int, duties: bool,
     settings = _settings(store_url, migrate)
     addr = _bind_addr(settings, addr)
     pool = _worker_pool(workers, app_ref, drain_ms)
-    _configure_logging(log_level)
+    _configure_logging(log_level, log_format.lower())
     _check_store(settings)
     _run_gunicorn(replace(settings, api_addr=addr), threads, duties, pool)
 
@@ -342,14 +357,16 @@ def migrate(store_url: str | None) -> None:
 @click.option("--isolated/--no-isolated", default=None,
               help="Run handlers in child processes.")
 @click.option("--worker-id", default=None, help="Registry id. Default: host:pid:random.")
-@click.option("--log-level", default="INFO", show_default=True,
+@click.option("--log-level", default="INFO", show_default=True, envvar="HG_LOG_LEVEL",
+              show_envvar=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="INFO logs one line per job outcome.")
+@log_format_option
 @migrate_option
 def worker(app: str, store_url: str | None, queues: str | None, concurrency: int | None,
            lease_ms: int | None, drain_ms: int | None, duties: bool | None,
            isolated: bool | None, worker_id: str | None, log_level: str,
-           migrate: bool | None) -> None:
+           log_format: str, migrate: bool | None) -> None:
     """Run a worker process. Exit codes: 0 after a graceful stop (SIGTERM, SIGINT or a
     `terminate` signal), 75 after a `restart` signal (start it again), 1 when a second
     SIGTERM/SIGINT cut the drain short, 2 for configuration errors, 69 when the store is
@@ -358,7 +375,7 @@ def worker(app: str, store_url: str | None, queues: str | None, concurrency: int
     from headgate.core import InvalidInput
     from headgate.worker.launcher import run_worker
 
-    _configure_logging(log_level)
+    _configure_logging(log_level, log_format.lower())
     try:
         code = run_worker(app, store_url=store_url, queues=queues, concurrency=concurrency,
                           lease_ms=lease_ms, drain_ms=drain_ms, duties=duties,
@@ -380,8 +397,9 @@ def worker(app: str, store_url: str | None, queues: str | None, concurrency: int
 @click.option("--workers/--no-workers", "with_workers", default=True, show_default=True,
               help="Run demo workers and a producer (in a child process) on the data.")
 @log_level_option
+@log_format_option
 def demo(db_path: str, fresh: bool, addr: str | None, with_workers: bool,
-         log_level: str) -> None:
+         log_level: str, log_format: str) -> None:
     """Seed a realistic data set (queues, tenants, a throttled rate class, a concurrency
     ceiling, a quarantined fingerprint, schedules, dead letters, running jobs), run
     workers on it and serve the console — the fastest way to see headgate. Exit codes:
@@ -390,7 +408,7 @@ def demo(db_path: str, fresh: bool, addr: str | None, with_workers: bool,
 
     settings = _settings(f"sqlite:///{db_path}", migrate=True)
     addr = _bind_addr(settings, addr)
-    _configure_logging(log_level)
+    _configure_logging(log_level, log_format.lower())
     try:
         seeded, _ = demo_mod.prepare(db_path, fresh=fresh)
     except StoreUnavailable as exc:

@@ -27,6 +27,7 @@ from headgate.store.port import Store
 
 from .attempts import DEADLINE, TIMED_OUT, Attempt, Inflight, lock_order
 from .execution import Decision
+from .observe import fields_of
 
 log = logging.getLogger("headgate.worker")
 
@@ -193,5 +194,8 @@ class AckQueue:
         detail = f": {decision.error.splitlines()[0]}" if decision.error else ""
         if decision.delay_ms is not None and decision.outcome is not Outcome.SUCCESS:
             detail += f" (delay {decision.delay_ms} ms)"
+        worker_id = attempt.ctx.worker_id if attempt.ctx is not None else job.worker_id
         log.info("job %s %s run %d: %s in %d ms%s", job.id, job.kind, attempt.claim.fence,
-                 label, elapsed_ms, detail)
+                 label, elapsed_ms, detail,
+                 extra={**fields_of(job, worker_id or ""), "outcome": decision.label,
+                        "elapsed_ms": elapsed_ms})

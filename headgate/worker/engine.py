@@ -83,6 +83,7 @@ class Engine:
             kill_grace_ms=worker.kill_grace_ms, max_log_lines=worker.max_log_lines,
             job_log_level=worker.job_log_level, preload=self.preload,
             on_time_limit=self.keeper.wake, on_slot=lambda: doorbell.ring("slot"),
+            hooks=worker.attempt_hooks,
         )
         self.dispatcher = Dispatcher(
             store, inflight, self.acks, self.pool, control, doorbell, change_probe(store),

@@ -31,6 +31,8 @@ class Decision:
     result: bytes | None = None
     result_schema_version: int = 1
     logs: list[str] = field(default_factory=list)
+    # The exception behind a failure (for observers; the store gets `error`).
+    exc: BaseException | None = field(default=None, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -58,8 +60,10 @@ def from_outcome(outcome: JobOutcome, job: Job) -> Decision:
 
 def from_exception(exc: BaseException, job: Job) -> Decision:
     if isinstance(exc, JobOutcome):
-        return from_outcome(exc, job)
-    return Decision(Outcome.RETRY, error_text(exc))
+        decision = from_outcome(exc, job)
+        decision.exc = exc.__cause__  # e.g. the task layer's Retry from the task's error
+        return decision
+    return Decision(Outcome.RETRY, error_text(exc), exc=exc)
 
 
 def from_value(value: Any, job: Job, result: bytes | None, result_schema_version: int

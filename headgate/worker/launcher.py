@@ -36,6 +36,7 @@ from typing import Any
 from headgate.config import ConfigError, Settings
 from headgate.store import open_store
 
+from . import logformat
 from .runtime import EXIT_FORCED, Worker
 
 log = logging.getLogger("headgate.worker")
@@ -134,8 +135,9 @@ def install_signal_handlers(worker: Worker, drain_ms: int | None) -> None:
     signal.signal(signal.SIGINT, on_signal)
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr)
+def configure_logging(level: str, fmt: str = "text") -> None:
+    """stderr logging as ``text`` or ``json`` lines (``logformat``)."""
+    logformat.configure_logging(level, fmt)
 
 
 def run_worker(

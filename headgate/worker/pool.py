@@ -16,7 +16,7 @@ import functools
 import logging
 import queue
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from .attempts import Attempt, Inflight
 from .context import JobContext, LogCapture, job_logger
 from .decoders import Decoder
 from .execution import Decision, error_text, from_exception, from_value
+from .observe import AttemptHook, attempt_scope
 from .outcomes import JobOutcome, Undecodable
 
 log = logging.getLogger("headgate.worker")
@@ -62,6 +63,7 @@ class Pool:
         timeout_ms: int | None, deadline_ms: int | None, isolated: bool,
         kill_grace_ms: int, max_log_lines: int, job_log_level: int, preload: list[str],
         on_time_limit: Callable[[], None], on_slot: Callable[[], None],
+        hooks: Sequence[AttemptHook] = (),
     ) -> None:
         self.store = store
         self.inflight = inflight
@@ -78,6 +80,7 @@ class Pool:
         self.preload = preload
         self.on_time_limit = on_time_limit
         self.on_slot = on_slot
+        self.hooks = list(hooks)
         self._work: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
         # How long an attempt typically takes from dispatch to its decision (a running
         # average the dispatcher reads to decide whether to wait for more acks).
@@ -102,10 +105,12 @@ class Pool:
                 return
             queued = False
             try:
-                try:
-                    decision = self._run(attempt)
-                except BaseException as exc:  # noqa: BLE001 - e.g. SystemExit in a handler
-                    decision = from_exception(exc, attempt.job)
+                with attempt_scope(attempt.job, self.worker_id, self.hooks) as finish:
+                    try:
+                        decision = self._run(attempt)
+                    except BaseException as exc:  # noqa: BLE001 - e.g. SystemExit
+                        decision = from_exception(exc, attempt.job)
+                    finish(decision)
                 self._observe(time.monotonic() - attempt.started)
                 # Free the slot before queueing the ack: the dispatcher turn that writes
                 # the ack can then fill the slot in the same transaction.

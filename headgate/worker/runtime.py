@@ -34,6 +34,7 @@ from .decoders import Decoder
 from .duties import DEFAULT_RESIGN_COOLDOWN_MS, WorkerDuties, duty_names, worker_duty_runner
 from .engine import Engine
 from .heartbeat import default_worker_id
+from .observe import AttemptHook
 from .pool import DEADLINE_HEADER, Handler, HandlerSpec
 
 log = logging.getLogger("headgate.worker")
@@ -127,6 +128,7 @@ class Worker:
         self.store = store
         self.worker_id = worker_id or default_worker_id()
         self._handlers: dict[str, HandlerSpec] = {}
+        self.attempt_hooks: list[AttemptHook] = []
         self.heartbeat_ms = _positive_ms("heartbeat_ms", heartbeat_ms, optional=False)
         self.timeout_grace_ms = _positive_ms("timeout_grace_ms", timeout_grace_ms,
                                              optional=False)
@@ -203,6 +205,14 @@ class Worker:
         if worker_id is not None:
             self.worker_id = worker_id
         return self
+
+    def add_attempt_hook(self, hook: AttemptHook) -> None:
+        """Observe every attempt (tracing, metrics): see ``headgate.worker.observe``."""
+        if self._started:
+            raise RuntimeError("attempt hooks must be added before the worker starts")
+        if not callable(hook):
+            raise TypeError("an attempt hook is callable as hook(job, worker_id)")
+        self.attempt_hooks.append(hook)
 
     def handler(
         self, kind: str, *, aliases: Iterable[str] = (), decoder: Decoder | None = None,
