@@ -105,7 +105,8 @@ class App:
             with self._lock:
                 if self._store is None:
                     settings = self.settings()
-                    self._store = open_store(settings.store_url(), **settings.store_options())
+                    self._store = open_store(settings.store_url(),
+                                             **settings.store_options())  # type: ignore[arg-type]
                     self._owns_store = True
         return self._store
 
