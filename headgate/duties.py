@@ -189,7 +189,9 @@ class DutyRunner:
                 store, limit=SCHEDULES_PER_TICK, client=self.client,
                 misfire_grace_ms=self.misfire_grace_ms,
                 still_held=lambda: self.still_held("scheduler")),
-            "retention": lambda: self._drain(store.evict_retained),
+            # Expired jobs, then unique keys whose window passed (both bounded batches).
+            "retention": lambda: (self._drain(store.evict_retained)
+                                  + self._drain(store.prune_uniques)),
             "worker_aging": lambda: store.forget_workers(self.forget_workers_after_ms),
             "history": store.record_queue_depths,
         }

@@ -171,3 +171,48 @@ def test_without_a_trusted_proxy_forwarding_headers_are_ignored(
     _lock_out(base, **{"X-Forwarded-For": "203.0.113.7"})
     assert _meta(base, TOKEN, **{"X-Forwarded-For": "203.0.113.8"}) == 429
     assert _meta(base, TOKEN) == 429
+
+
+# -- unique keys are pruned ------------------------------------------------------------
+
+def test_expired_unique_keys_are_pruned_by_retention_and_reported(api: Api) -> None:
+    """Throttle-style keys (one per window) used to stay forever. Retention deletes
+    window keys past their window in bounded batches; lifecycle keys and keys still in
+    their window stay; /system/storage reports both figures."""
+    import base64
+
+    from headgate.duties import DutyRunner
+
+    def key(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    for i in range(5):
+        api.enqueue(unique_key=key(f"throttle:{i}"), unique_window_ms=1)
+    api.enqueue(unique_key=key("window:open"), unique_window_ms=3_600_000)
+    api.enqueue(unique_key=key("lifecycle"))  # window 0: held while the job is live
+    time.sleep(0.05)  # past the 1 ms windows
+    storage = api.get("/system/storage").json()
+    rows_before = storage["uniques"]["rows"]
+    assert rows_before >= 7 and storage["uniques"]["expired"] == 5
+    assert storage["engine"] in ("sqlite", "postgres")
+    # Bounded: a batch of 2 takes two, oldest first.
+    assert api.store.prune_uniques(2) == 2
+    assert api.get("/system/storage").json()["uniques"] == {
+        "rows": rows_before - 2, "expired": 3}
+    # The retention duty takes the rest.
+    runner = DutyRunner(api.store, duties=["retention"], intervals={"retention": 0.05},
+                        batch_size=2)
+    runner.start()
+    try:
+        wait_for(lambda: api.get("/system/storage").json()["uniques"]["expired"] == 0, 20,
+                 "retention to prune the expired keys")
+    finally:
+        runner.stop()
+    assert api.get("/system/storage").json()["uniques"] == {
+        "rows": rows_before - 5, "expired": 0}
+    # The open window still holds: the same key is a duplicate.
+    r = api.post("/jobs", json={"kind": "email.send", "payload": "",
+                                "unique_key": key("window:open"), "unique_window_ms": 3_600_000})
+    assert r.status_code == 409, r.text
+    # An expired key that was pruned can be claimed again.
+    api.enqueue(unique_key=key("throttle:0"), unique_window_ms=3_600_000)

@@ -273,6 +273,12 @@ SCHEMAS: dict[str, Any] = {
                     ["total", "active", "by_state"]),
     }, ["version", "backend", "uptime_secs", "jobs"]),
     "PruneRequest": obj({"older_than_ms": I64, "dry_run": BOOL}, ["older_than_ms"]),
+    "SystemStorage": obj({
+        "engine": STR, "path": nullable(STR), "size_bytes": nullable(INT),
+        "uniques": obj({"rows": INT, "expired": INT}, ["rows", "expired"]),
+    }, ["engine", "path", "size_bytes", "uniques"], desc=(
+        "Unique keys: all kept rows, and window keys past their window (pruned by the "
+        "retention duty in bounded batches).")),
     "PruneResult": obj({
         "dry_run": BOOL, "older_than_ms": INT, "cutoff_ms": INT,
         "counts": {"type": "object", "additionalProperties": INT}, "total": INT,
@@ -408,6 +414,9 @@ def _paths() -> dict[str, dict[str, Any]]:
     add("/system/info", "get", _operation(
         "get", "getSystemInfo", "Version, backend, uptime, storage, job counts", "system",
         ok={"200": _resp("System info", ref("SystemInfo"))}))
+    add("/system/storage", "get", _operation(
+        "get", "getSystemStorage", "Storage size and unique keys kept/expired", "system",
+        ok={"200": _resp("System storage", ref("SystemStorage"))}))
     add("/system/prune", "post", _operation(
         "post", "pruneJobs", "Delete (or count) old terminal jobs", "system",
         body="PruneRequest", ok={"200": _resp("Prune result", ref("PruneResult"))}))

@@ -72,6 +72,14 @@ def storage_info(s: Any) -> dict[str, Any]:
     return {"engine": "sqlite", "path": path, "size_bytes": size}
 
 
+@bp.get("/system/storage")
+def system_storage() -> flask.Response:
+    """The storage figures of /system/info plus the unique keys: how many are kept and
+    how many are past their window (the retention duty prunes those)."""
+    s = store()
+    return json_response({**storage_info(s), "uniques": s.unique_key_counts()})
+
+
 @bp.get("/system/info")
 def system_info() -> flask.Response:
     """Version, backend, uptime and job counts (from the maintained counters)."""

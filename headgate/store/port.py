@@ -168,6 +168,15 @@ class Store(ABC):
     def evict_retained(self, limit: int = 1000) -> int: ...
 
     @abstractmethod
+    def prune_uniques(self, limit: int = 1000) -> int:
+        """Delete at most `limit` unique keys whose window has passed (the oldest first);
+        lifecycle keys are kept. Returns how many went."""
+
+    @abstractmethod
+    def unique_key_counts(self) -> dict[str, int]:
+        """`{"rows": all unique keys, "expired": window keys past their window}`."""
+
+    @abstractmethod
     def claim_duty(self, name: str, holder: str, ttl_ms: int) -> bool: ...
 
     @abstractmethod

@@ -23,7 +23,7 @@ from headgate.core.envelope import check_int, check_text
 from headgate.core.job import Blob, Progress
 from headgate.store.port import Store
 
-from . import admission, control, enqueue, inspect, job_pages, lifecycle
+from . import admission, control, enqueue, inspect, job_pages, lifecycle, uniques
 from .ops_store import OpsStoreMixin
 from .periodic_store import PeriodicMixin
 from .rows import bump_history
@@ -159,6 +159,15 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
         check_int("limit", limit, 1)
         with self.db.write() as (conn, now):
             return lifecycle.evict_retained(conn, now, limit)
+
+    def prune_uniques(self, limit: int = 1000) -> int:
+        check_int("limit", limit, 1)
+        with self.db.write() as (conn, now):
+            return uniques.prune_expired(conn, now, limit)
+
+    def unique_key_counts(self) -> dict[str, int]:
+        with self.db.read() as conn:
+            return uniques.counts(conn, self.now_ms())
 
     def claim_duty(self, name: str, holder: str, ttl_ms: int) -> bool:
         with self.db.write() as (conn, now):
