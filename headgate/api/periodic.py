@@ -10,6 +10,7 @@ from typing import Any
 import flask
 
 from headgate.core import EnqueueForbidden, Envelope, schedule_spec
+from headgate.core.policy import ON_MISSED
 from headgate.scheduling import run_schedule_now
 
 from .blueprint import bp, empty_ok, json_response, no_content
@@ -25,8 +26,6 @@ from .context import (
 from .errors import ApiError
 from .jobs import b64decode, b64encode
 from .params import dflt, json_body, opt, query, req
-
-ON_MISSED = ("skip", "run_once", "backfill")
 
 
 def schedule_json(s: dict[str, Any], include_payload: bool = False) -> dict[str, Any]:
@@ -81,7 +80,7 @@ def put_periodic(schedule_id: str) -> flask.Response:
     # Only an absent (or null) value takes the default: "" is refused like any typo.
     on_missed = "skip" if b["on_missed"] is None else b["on_missed"]
     if on_missed not in ON_MISSED:
-        raise ApiError(400, "on_missed must be skip|run_once|backfill")
+        raise ApiError(400, f"on_missed must be {'|'.join(ON_MISSED)}")
     # An unknown CRON_TZ zone or a bad field is a 400 here, at upsert, not at firing.
     schedule_spec.validate(b["spec"])
     schedule = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import flask
 
-from headgate.adapters.sql.control import SATURATION_STRATEGIES
 from headgate.core.names import check_policy_name
+from headgate.core.policy import SATURATION_STRATEGIES
 
 from .blueprint import bp, empty_ok, json_response, no_content
 from .context import store

@@ -9,12 +9,10 @@ from typing import Any
 from headgate.core import Claim, InvalidTransition, NotFound, State, transition
 from headgate.core.envelope import INT32_MAX, MAX_PAYLOAD, check_int, check_text
 from headgate.core.errors import InvalidInput
+from headgate.core.policy import SATURATION_STRATEGIES, WORKER_SIGNALS
 
 from .admission import RateBucket
 from .conn import Connection
-
-SIGNALS = ("quiet", "resume", "restart", "terminate", "resign")
-SATURATION_STRATEGIES = ("queue", "discard", "cancel_incoming", "cancel_running")
 
 SELECT_JOB_STATE = (
     "SELECT state, queue, attempt, max_attempts, retention_ms FROM jobs WHERE id = ?{for_update}"
@@ -260,8 +258,8 @@ def heartbeat(
 
 
 def signal_worker(conn: Connection, worker_id: str, command: str | None) -> None:
-    if command is not None and command not in SIGNALS:
-        raise InvalidInput(f"command must be one of {'|'.join(SIGNALS)} or null")
+    if command is not None and command not in WORKER_SIGNALS:
+        raise InvalidInput(f"command must be one of {'|'.join(WORKER_SIGNALS)} or null")
     cur = conn.execute(
         "UPDATE workers SET pending_signal = ? WHERE worker_id = ?", (command, worker_id)
     )

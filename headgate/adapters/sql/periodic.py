@@ -21,10 +21,10 @@ from headgate.core import (
     schedule_spec,
 )
 from headgate.core.envelope import check_int, check_text
+from headgate.core.policy import ON_MISSED
 
 from .conn import Connection
 
-ON_MISSED = ("skip", "run_once", "backfill")
 # Ticks enqueued for one schedule in one firing; a larger backlog is not a backfill but
 # a flood, and every tick is one transaction.
 MAX_BACKFILL = 1000
