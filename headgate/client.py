@@ -201,3 +201,12 @@ class Client:
 
 def _bind(mw: Middleware, context: EnqueueContext, call_next: Next) -> Next:
     return lambda batch: mw(context, batch, call_next)
+
+
+def chain(middleware: Sequence[Middleware], context: EnqueueContext, insert: Next) -> Next:
+    """``insert`` wrapped in ``middleware``, outermost first: for producers other than
+    ``Client`` (the HTTP client, the task layer's asyncio path) running the same chain."""
+    call = insert
+    for mw in reversed(middleware):
+        call = _bind(mw, context, call)
+    return call

@@ -32,10 +32,11 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from headgate.client import EnqueueContext, Middleware, chain
 from headgate.core import (
     Backpressure,
     Blob,
@@ -56,6 +57,7 @@ from headgate.core import (
 from headgate.core.states import TERMINAL
 
 API = "/api/v1"
+HTTP_CONTEXT = EnqueueContext(source="http-client")
 # Envelope fields POST /jobs takes as they are (unique_key and payload go as base64).
 _PLAIN_FIELDS = ("kind", "schema_version", "queue", "priority", "partition_key", "rate_class",
                  "weight", "scheduled_at_ms", "unique_window_ms", "unique_replace",
@@ -143,7 +145,8 @@ class HttpClient:
     ``HG_API_TOKENS``; ``timeout`` seconds per request; ``attempts`` tries per call."""
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float = 10.0,
-                 attempts: int = 5, max_retry_after_s: float = 30.0) -> None:
+                 attempts: int = 5, max_retry_after_s: float = 30.0,
+                 middleware: Iterable[Middleware] = ()) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InvalidInput(f"HttpClient needs an http:// or https:// URL, got {url!r}")
@@ -159,6 +162,8 @@ class HttpClient:
         self.attempts = attempts
         self.max_retry_after_s = max_retry_after_s
         self._local = threading.local()
+        # The Client's middleware signature; run around each enqueue_many.
+        self.middleware: list[Middleware] = list(middleware)
 
     def __repr__(self) -> str:
         return f"<HttpClient {self.url}>"
@@ -248,11 +253,15 @@ class HttpClient:
             raise InvalidInput("an enqueue over HTTP cannot join a database transaction "
                                "(conn=); point the App at the database for that")
         envs = [e.validated() for e in envelopes]
-        ids = []
-        for env in envs:
-            _, answer = self.request("POST", "/jobs", envelope_body(env))
-            ids.append(str(answer["id"]))
-        return ids
+
+        def post(batch: list[Envelope]) -> list[str]:
+            ids = []
+            for env in batch:
+                _, answer = self.request("POST", "/jobs", envelope_body(env.validated()))
+                ids.append(str(answer["id"]))
+            return ids
+
+        return chain(self.middleware, context or HTTP_CONTEXT, post)(envs)
 
     async def enqueue_many_async(self, envelopes: Sequence[Envelope], *, conn: Any = None
                                  ) -> list[str]:

@@ -23,19 +23,22 @@ operator paused stays paused. Schedules not declared in code are left alone unle
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
-from headgate.client import DEFAULT_CONTEXT, Client
+from headgate.client import DEFAULT_CONTEXT, Client, chain
+from headgate.client import Middleware as ProducerMiddleware
 from headgate.config import Settings
-from headgate.core import EnqueueForbidden, InvalidInput, schedule_spec
+from headgate.core import EnqueueForbidden, Envelope, InvalidInput, schedule_spec
 from headgate.http_client import HttpClient
 from headgate.store import open_store
 from headgate.store.port import Store
 from headgate.worker import Worker
+from headgate.worker.observe import AttemptHook
 
 from .codec import JSON, Codec
 from .ref import JobRef
@@ -88,6 +91,13 @@ class App:
         self._store = store
         self._owns_store = False
         self._client: Client | None = None
+        # Observers (headgate.contrib.otel.instrument fills them): the producer
+        # middleware runs around every enqueue of the app (Client's signature, also over
+        # HTTP and asyncio), the attempt hooks on every worker the app's tasks run in.
+        self.producer_middleware: list[ProducerMiddleware] = []
+        self.attempt_hooks: list[AttemptHook] = []
+        if self._http is not None:
+            self._http.middleware = self.producer_middleware
         self._tasks: dict[str, Task[Any, Any]] = {}
         self._middleware: list[Middleware] = []
         self._schedules: dict[str, dict[str, Any]] = {}
@@ -118,6 +128,7 @@ class App:
             return self._http
         if self._client is None or self._client.store is not self.store:
             self._client = Client(self.store)
+            self._client.middleware = self.producer_middleware  # shared: later ones apply
         return self._client
 
     @property
@@ -284,8 +295,26 @@ class App:
         for env in envs:
             if not client.authorizer(DEFAULT_CONTEXT, env):
                 raise EnqueueForbidden(env.kind)
-        ids = await self.store.enqueue_many_async(envs, conn=conn)
+        if self.producer_middleware:
+            ids = await self._through_middleware_async(envs, conn)
+        else:
+            ids = await self.store.enqueue_many_async(envs, conn=conn)
         return [JobRef(self._results, i, c.task.codec) for i, c in zip(ids, calls, strict=True)]
+
+    async def _through_middleware_async(self, envs: list[Envelope], conn: Any) -> list[str]:
+        """The (synchronous) producer middleware in a thread whose insert awaits the
+        store's asyncio enqueue on this loop; the thread gets the caller's context (a
+        tracing span's parent)."""
+        loop = asyncio.get_running_loop()
+        store = self.store
+
+        def insert(batch: list[Envelope]) -> list[str]:
+            return asyncio.run_coroutine_threadsafe(
+                store.enqueue_many_async([e.validated() for e in batch], conn=conn),
+                loop).result()
+
+        return await asyncio.to_thread(chain(self.producer_middleware, DEFAULT_CONTEXT, insert),
+                                       envs)
 
     def _own(self, calls: Iterable[TaskCall[Any]]) -> list[TaskCall[Any]]:
         calls = list(calls)
@@ -299,7 +328,9 @@ class App:
 
     # -- running ------------------------------------------------------------------------
     def register(self, worker: Worker) -> None:
-        """Register every task as a handler of ``worker``."""
+        """Register every task as a handler of ``worker`` (and the app's attempt hooks)."""
+        for hook in self.attempt_hooks:
+            worker.add_attempt_hook(hook)
         for task in self._tasks.values():
             handler = make_handler(task, self._middleware)
             if inspect.iscoroutinefunction(handler) and not worker_runs_coroutines(worker):
