@@ -216,3 +216,49 @@ def test_expired_unique_keys_are_pruned_by_retention_and_reported(api: Api) -> N
     assert r.status_code == 409, r.text
     # An expired key that was pruned can be claimed again.
     api.enqueue(unique_key=key("throttle:0"), unique_window_ms=3_600_000)
+
+
+# -- job latency histograms ------------------------------------------------------------
+
+def _histogram(text: str, name: str, queue: str) -> dict[str, float]:
+    """`{le: cumulative count, "_count": n, "_sum": s}` of one queue's histogram."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith(name) or f'queue="{queue}"' not in line:
+            continue
+        series, value = line.rsplit(" ", 1)
+        if series.startswith(name + "_bucket"):
+            out[series.split('le="', 1)[1].split('"', 1)[0]] = float(value)
+        elif series.startswith(name + "_count"):
+            out["_count"] = float(value)
+        elif series.startswith(name + "_sum"):
+            out["_sum"] = float(value)
+    return out
+
+
+def test_wait_and_run_histograms_count_the_jobs_a_worker_ran(
+    api: Api, worker_process: Callable[[], subprocess.Popen]
+) -> None:
+    """Written by the store at admit and ack time (here by a worker process the server
+    knows nothing of), read from /metrics over HTTP."""
+    n = 12
+    ids = [api.enqueue("ok") for _ in range(n - 2)]
+    ids.append(api.enqueue("ok", retention_ms=0))  # deleted straight from running
+    ids.append(api.enqueue("always-fail", max_attempts=1))  # archived: terminal too
+    worker_process()
+
+    def done() -> bool:
+        counts = api.get("/jobs/counts?queue=default").json()["counts"]
+        return counts["completed"] + counts["archived"] == n - 1 and counts["running"] == 0
+
+    wait_for(done, 30, "the worker to run every job")
+    text = api.get("/metrics").text
+    for name in ("headgate_job_wait_seconds", "headgate_job_run_seconds"):
+        h = _histogram(text, name, "default")
+        assert h["_count"] == n and h["+Inf"] == n, (name, h)
+        bounds = [k for k in h if not k.startswith("_")]
+        assert bounds[0] == "0.005" and bounds[-1] == "+Inf" and len(bounds) == 17
+        counts = [h[b] for b in bounds]
+        assert counts == sorted(counts)  # cumulative
+        assert h["_sum"] >= 0
+    assert "# TYPE headgate_job_wait_seconds histogram" in text

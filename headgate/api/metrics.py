@@ -12,6 +12,10 @@ with a million jobs as with ten:
   than two minutes are final and folded into a running total, so each scrape reads
   only the last few buckets. (The history has no admissions column, so admissions are
   not exported; rejections are, by policy.)
+- `headgate_job_wait_seconds{queue}` (available -> running) and
+  `headgate_job_run_seconds{queue}` (running -> terminal): histograms with fixed
+  buckets (5 ms .. 1 h) from the store's own per-minute latency buckets, written at
+  admit and ack time by every process, so each server exports the fleet's figures.
 - `headgate_http_request_duration_seconds{method,endpoint,status}`: request latency.
 A registry per app, so several apps in one process (tests, embedding) do not collide.
 """
@@ -26,10 +30,18 @@ from typing import Any
 
 import flask
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from headgate.core import HeadgateError
+from headgate.core.latency import INF as LATENCY_INF
+from headgate.core.latency import LATENCY_BOUNDS_MS
+from headgate.core.latency import METRICS as LATENCY_METRICS
 from headgate.store.port import Store
 
 from .auth import authenticate
@@ -85,10 +97,65 @@ class HistoryTotals:
             return totals
 
 
+class LatencyTotals:
+    """Per-queue job latency histograms (the store's `queue_latency` minute buckets)
+    since `start_ms`, settled buckets folded into running totals as HistoryTotals does:
+    {(queue, metric): {le_ms: (count, sum_ms)}}."""
+
+    def __init__(self, start_ms: int) -> None:
+        self.through = start_ms - start_ms % MINUTE_MS
+        self.settled: dict[tuple[str, str], dict[int, list[int]]] = defaultdict(dict)
+        self._lock = threading.Lock()
+
+    def read(self, store: Store) -> dict[tuple[str, str], dict[int, list[int]]]:
+        with self._lock:
+            now = store.now_ms()
+            settle = now - now % MINUTE_MS - SETTLE_MS
+            totals: dict[tuple[str, str], dict[int, list[int]]] = defaultdict(dict)
+            for key, buckets in self.settled.items():
+                totals[key] = {le: list(v) for le, v in buckets.items()}
+            for queue, at, metric, le, n, sum_ms in store.latency_histograms(self.through):
+                for target in (totals, self.settled) if at < settle else (totals,):
+                    cell = target[(queue, metric)].setdefault(le, [0, 0])
+                    cell[0] += n
+                    cell[1] += sum_ms
+            self.through = max(self.through, settle)
+            return totals
+
+
+def latency_families(totals: dict[tuple[str, str], dict[int, list[int]]]) -> Iterator[Metric]:
+    """headgate_job_wait_seconds / headgate_job_run_seconds{queue}, cumulative buckets."""
+    helps = {
+        "wait": "Job wait, available -> running, by queue (the store's histograms, since "
+                "the start of the minute this process started in).",
+        "run": "Job run time, running -> terminal, by queue (the store's histograms, since "
+               "the start of the minute this process started in).",
+    }
+    for metric in LATENCY_METRICS:
+        family = HistogramMetricFamily(f"headgate_job_{metric}_seconds", helps[metric],
+                                       labels=["queue"])
+        for (queue, name), buckets in sorted(totals.items()):
+            if name != metric:
+                continue
+            cumulative, total_ms = 0, 0
+            points: list[tuple[str, float]] = []
+            for bound in LATENCY_BOUNDS_MS:
+                n, s = buckets.get(bound, (0, 0))
+                cumulative += n
+                total_ms += s
+                points.append((repr(bound / 1000), cumulative))
+            n, s = buckets.get(LATENCY_INF, (0, 0))
+            points.append(("+Inf", cumulative + n))
+            family.add_metric([queue], points, sum_value=(total_ms + s) / 1000)
+        yield family
+
+
 class StoreCollector(Collector):
-    def __init__(self, get_store: Callable[[], Store], totals: HistoryTotals) -> None:
+    def __init__(self, get_store: Callable[[], Store], totals: HistoryTotals,
+                 latency: LatencyTotals | None = None) -> None:
         self.get_store = get_store
         self.totals = totals
+        self.latency = latency
 
     def collect(self) -> Iterator[Metric]:
         store = self.get_store()
@@ -125,6 +192,8 @@ class StoreCollector(Collector):
                 rejections.add_metric([q["queue"], policy],
                                       totals.get((q["queue"], f"rejected_{policy}"), 0))
         yield rejections
+        if self.latency is not None:
+            yield from latency_families(self.latency.read(store))
 
 
 class Metrics:
@@ -134,7 +203,8 @@ class Metrics:
             "headgate_http_request_duration_seconds", "HTTP request latency.",
             ["method", "endpoint", "status"], registry=self.registry, buckets=LATENCY_BUCKETS,
         )
-        self.registry.register(StoreCollector(get_store, HistoryTotals(start_ms)))
+        self.registry.register(StoreCollector(get_store, HistoryTotals(start_ms),
+                                              LatencyTotals(start_ms)))
 
     def before_request(self) -> None:
         flask.g.headgate_started = time.perf_counter()

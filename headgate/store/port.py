@@ -259,6 +259,13 @@ class Store(ABC):
         """Delete worker rows whose heartbeat is older than the bound."""
 
     @abstractmethod
+    def latency_histograms(self, since_ms: int) -> list[tuple[str, int, str, int, int, int]]:
+        """Job latency histogram rows of minute buckets from `since_ms` on: `(queue,
+        bucket_ms, metric, le_ms, n, sum_ms)`, metric `wait` (available -> running) or
+        `run` (running -> terminal), le_ms a bucket's upper bound (-1: +Inf). Kept by
+        the store at admit and ack time, so they cover every process of the fleet."""
+
+    @abstractmethod
     def record_queue_depths(self) -> int:
         """Write per-queue unfinished counts into the current history minute bucket."""
 

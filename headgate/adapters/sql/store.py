@@ -23,7 +23,16 @@ from headgate.core.envelope import check_int, check_text
 from headgate.core.job import Blob, Progress
 from headgate.store.port import Store
 
-from . import admission, control, enqueue, inspect, job_pages, lifecycle, uniques
+from . import (
+    admission,
+    control,
+    enqueue,
+    inspect,
+    job_pages,
+    latency,
+    lifecycle,
+    uniques,
+)
 from .ops_store import OpsStoreMixin
 from .periodic_store import PeriodicMixin
 from .rows import bump_history
@@ -168,6 +177,10 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
     def unique_key_counts(self) -> dict[str, int]:
         with self.db.read() as conn:
             return uniques.counts(conn, self.now_ms())
+
+    def latency_histograms(self, since_ms: int) -> list[tuple[str, int, str, int, int, int]]:
+        with self.db.read() as conn:
+            return latency.rows_since(conn, since_ms)
 
     def claim_duty(self, name: str, holder: str, ttl_ms: int) -> bool:
         with self.db.write() as (conn, now):

@@ -1,0 +1,12 @@
+"""The job latency histograms' fixed buckets, shared by the store that fills them
+(triggers on `jobs`, migration 0014 and functions/latency.sql, which spell out the same
+bounds) and the `/metrics` export."""
+
+from __future__ import annotations
+
+# Upper bounds in ms; a row's le_ms of INF is the +Inf bucket.
+LATENCY_BOUNDS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
+                     300000, 900000, 3600000)
+INF = -1
+# wait: available -> running; run: running -> terminal.
+METRICS = ("wait", "run")
