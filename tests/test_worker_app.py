@@ -10,6 +10,7 @@ cancellation.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -131,6 +132,27 @@ def oversized_progress(job: Job, ctx: JobContext) -> None:
     ctx.set_result(b"accepted")
 
 
+async def async_mark(job: Job, ctx: JobContext) -> bytes:
+    """An ``async def`` handler: its marker appears only after an await."""
+    await asyncio.sleep(0.05)
+    _mark(job, "async-done")
+    ctx.logger.info("async handler ran in pid %d", os.getpid())
+    return b"async:" + (job.payload or b"")
+
+
+async def async_sleep(job: Job, ctx: JobContext) -> None:
+    """Awaits for a minute; says in the file its payload names that it started and
+    whether its task was cancelled."""
+    report = Path(job.payload.decode())
+    report.write_text("started\n")
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        with report.open("a") as f:
+            f.write("cancelled\n")
+        raise
+
+
 def register_all(worker: Worker) -> Worker:
     worker.register("ok", ok)
     worker.register("fail-once", fail_once)
@@ -151,6 +173,9 @@ def register_all(worker: Worker) -> Worker:
     worker.register("isolated-hang-pid", isolated_hang_pid, isolated=True)
     worker.register("oversized-progress", oversized_progress)
     worker.register("isolated-oversized-progress", oversized_progress, isolated=True)
+    worker.register("async-mark", async_mark)
+    worker.register("isolated-async-mark", async_mark, isolated=True)
+    worker.register("isolated-async-sleep", async_sleep, isolated=True, timeout_ms=2_000)
     return worker
 
 

@@ -171,6 +171,18 @@ def test_cli_worker_runs_1000_mixed_jobs_to_the_states_their_outcomes_dictate(
     assert "released" not in log
 
 
+def test_cli_worker_awaits_an_async_def_handler(
+    store: Store, spawn: Callable[..., WorkerProcess], tmp_path: Path
+) -> None:
+    job_id = headgate.Client(store).enqueue("async-mark", b"cli")
+    worker = spawn()
+    wait_for(lambda: store.get_job(job_id).state is State.COMPLETED, 30, "the async job")
+    assert store.get_result(job_id).bytes == b"async:cli"
+    assert (tmp_path / f"{job_id}.async-done").read_text() == str(worker.pid)
+    os.kill(worker.pid, signal.SIGTERM)
+    assert worker.wait(30) == 0
+
+
 # -- crash recovery ----------------------------------------------------------------------
 
 def test_kill_9_mid_job_is_finished_by_another_worker_after_the_lease_expires(

@@ -24,7 +24,9 @@ Handlers are called as ``handler(job, ctx)``: ``job`` is the claimed ``headgate.
 (counters included: ``attempt``, ``crash_attempt``, ``fence``), ``ctx`` a ``JobContext``.
 Returning ``None`` (or any non-outcome) is success; returning ``bytes`` records them as
 the result, like ``ctx.set_result``. Outcomes: ``Retry``, ``Skip``, ``Revoke``,
-``Snooze``, ``RateLimited``, ``Undecodable`` — raised or returned.
+``Snooze``, ``RateLimited``, ``Undecodable`` — raised or returned. A handler may be an
+``async def``: it is awaited to the end on the worker's event loop (``aio``), holding a
+slot meanwhile, and cancelled by timeouts, deadlines, operator cancel and shutdown.
 
 Decisions the runtime makes where the spec leaves room are documented on ``Worker``
 and in the module that makes them: ``engine`` (threads, shutdown), ``attempts`` (how an

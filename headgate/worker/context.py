@@ -45,6 +45,7 @@ class AttemptGate:
         self.reason: str | None = None
         self.closed = False
         self._lock = threading.Lock()
+        self._listeners: list[Callable[[], None]] = []
 
     def cancel(self, reason: str) -> bool:
         """Set the first reason and the event; False when already cancelled."""
@@ -53,14 +54,37 @@ class AttemptGate:
             if first:
                 self.reason = reason
         self.cancelled.set()
+        if first:
+            self._notify()
         return first
 
     def close(self, reason: str) -> None:
         with self._lock:
+            first = not self.closed
             self.closed = True
             if self.reason is None:
                 self.reason = reason
         self.cancelled.set()
+        if first:  # again after a cancel: a coroutine may have swallowed the first
+            self._notify()
+
+    def on_cancel(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` (from the cancelling thread) on cancel and on close; at once
+        when the attempt is already cancelled. How a coroutine's task is cancelled."""
+        with self._lock:
+            self._listeners.append(fn)
+            already = self.reason is not None
+        if already:
+            fn()
+
+    def _notify(self) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for fn in listeners:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - a listener must not stop the canceller
+                log.exception("cancel listener failed")
 
 
 class LogCapture(logging.Handler):

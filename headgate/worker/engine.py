@@ -11,6 +11,7 @@ shutdown has released its job):
   enforces timeouts and deadlines (``leases``);
 - **heartbeat** — upserts the registry row, applies operator signals and cancels
   (``heartbeat``);
+- **asyncio** (from the first coroutine handler on) — the worker's event loop (``aio``);
 - **duties** (on by default) — the maintenance duties under singleton duty leases, on
   APScheduler's threads (``duties``).
 
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import isolation
 from .acks import AckQueue
+from .aio import EventLoopThread
 from .attempts import Inflight
 from .control import Control
 from .dispatcher import Dispatcher, Doorbell
@@ -76,6 +78,7 @@ class Engine:
             halted=control.halted,
             record=self.acks.finish,
         )
+        self.aio = EventLoopThread()
         self.pool = Pool(
             store, inflight, self.acks, handlers, worker_id=worker.worker_id,
             concurrency=worker.concurrency, timeout_ms=worker.timeout_ms,
@@ -83,7 +86,7 @@ class Engine:
             kill_grace_ms=worker.kill_grace_ms, max_log_lines=worker.max_log_lines,
             job_log_level=worker.job_log_level, preload=self.preload,
             on_time_limit=self.keeper.wake, on_slot=lambda: doorbell.ring("slot"),
-            hooks=worker.attempt_hooks,
+            aio=self.aio, hooks=worker.attempt_hooks,
         )
         self.dispatcher = Dispatcher(
             store, inflight, self.acks, self.pool, control, doorbell, change_probe(store),
@@ -162,6 +165,7 @@ class Engine:
         ):
             time.sleep(0.02)
         self.pool.stop()
+        self.aio.stop()  # what still runs there was released above
         if self.duty_runner is not None:
             self.duty_runner.stop()
         control.halted.set()

@@ -6,6 +6,7 @@ identically.
 
 from __future__ import annotations
 
+import inspect
 import os
 import traceback
 from dataclasses import dataclass, field
@@ -66,12 +67,27 @@ def from_exception(exc: BaseException, job: Job) -> Decision:
     return Decision(Outcome.RETRY, error_text(exc), exc=exc)
 
 
+def never_run(value: Any) -> str | None:
+    """The error for a returned coroutine, awaitable or generator whose body never ran
+    (acknowledging it would lose the job), else None. Closes it: no "never awaited"
+    warning for it."""
+    if not (inspect.isawaitable(value) or inspect.isgenerator(value)
+            or inspect.isasyncgen(value)):
+        return None
+    if inspect.iscoroutine(value) or inspect.isgenerator(value):
+        value.close()
+    return (f"handler returned a {type(value).__name__} that was never run (await it, or "
+            "register the function itself)")
+
+
 def from_value(value: Any, job: Job, result: bytes | None, result_schema_version: int
                ) -> Decision:
     """A handler's return value: an outcome, bytes (shorthand for ``ctx.set_result``),
     or anything else, which is success and otherwise ignored."""
     if isinstance(value, JobOutcome):
         return from_outcome(value, job)
+    if (unrun := never_run(value)) is not None:
+        return Decision(Outcome.RETRY, unrun)
     if isinstance(value, bytes | bytearray | memoryview) and result is None:
         if len(value) > MAX_PAYLOAD:
             return Decision(Outcome.RETRY, f"returned result must be at most {MAX_PAYLOAD} bytes")

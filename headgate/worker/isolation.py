@@ -1,5 +1,8 @@
 """Isolated mode: one attempt in a child process (SPEC §8).
 
+An ``async def`` handler runs in its child on a fresh event loop (``asyncio.run``);
+SIGTERM cancels its task as well as setting ``ctx.cancelled``.
+
 Why: a thread cannot be killed. A handler that hangs in C code, leaks memory, or takes
 the interpreter down with it is contained in a child, which the worker can SIGTERM
 (the child sets ``ctx.cancelled``, so a cooperative handler returns), then SIGKILL
@@ -20,6 +23,7 @@ writes them with the attempt's fence, so a child of a superseded attempt cannot 
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import multiprocessing
 import signal
@@ -31,8 +35,9 @@ from typing import Any
 
 from headgate.core import Job, Outcome
 
+from .aio import run_in_child
 from .context import MAX_LOG_LINE, JobContext, LogCapture, _blob, check_progress
-from .execution import Decision, error_text, from_exception, from_value
+from .execution import Decision, error_text, from_exception, from_value, never_run
 from .outcomes import JobOutcome
 
 log = logging.getLogger("headgate.worker")
@@ -148,8 +153,12 @@ def child_main(conn: Connection, ref: str, job: Job, payload: Any, worker_id: st
     try:
         fn = resolve_ref(ref)
         value = fn(job, ctx)
-        if isinstance(value, JobOutcome):
-            message: tuple = ("done", "outcome", value, None, 1)
+        if inspect.isawaitable(value):  # async def: on a loop of the child's own
+            value = run_in_child(value, ctx.cancelled)
+        if (unrun := never_run(value)) is not None:
+            message: tuple = ("done", "error", unrun, None, 1)
+        elif isinstance(value, JobOutcome):
+            message = ("done", "outcome", value, None, 1)
         elif isinstance(value, bytes | bytearray | memoryview) and ctx.result is None:
             message = ("done", "value", None, bytes(value), 1)
         else:

@@ -8,11 +8,16 @@ its slot, after the attempt was recorded.
 
 The payload is decoded here, in the parent, even for isolated handlers: an undecodable
 job never costs a child process.
+
+A handler that returns an awaitable (an ``async def``, or a plain function returning a
+coroutine) has it awaited to the end on the worker's event loop (``aio``) while its pool
+thread waits: the coroutine holds the slot, as a plain handler does.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import queue
 import time
@@ -25,6 +30,7 @@ from headgate.store.port import Store
 
 from . import isolation
 from .acks import AckQueue
+from .aio import EventLoopThread
 from .attempts import Attempt, Inflight
 from .context import JobContext, LogCapture, job_logger
 from .decoders import Decoder
@@ -63,7 +69,7 @@ class Pool:
         timeout_ms: int | None, deadline_ms: int | None, isolated: bool,
         kill_grace_ms: int, max_log_lines: int, job_log_level: int, preload: list[str],
         on_time_limit: Callable[[], None], on_slot: Callable[[], None],
-        hooks: Sequence[AttemptHook] = (),
+        aio: EventLoopThread, hooks: Sequence[AttemptHook] = (),
     ) -> None:
         self.store = store
         self.inflight = inflight
@@ -80,6 +86,7 @@ class Pool:
         self.preload = preload
         self.on_time_limit = on_time_limit
         self.on_slot = on_slot
+        self.aio = aio
         self.hooks = list(hooks)
         self._work: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
         # How long an attempt typically takes from dispatch to its decision (a running
@@ -178,6 +185,8 @@ class Pool:
         attempt.ctx = ctx
         try:
             value = spec.fn(job, ctx)
+            if inspect.isawaitable(value):
+                value = self.aio.run(value, attempt.gate)
         except JobOutcome as outcome:
             return from_exception(outcome, job)
         except Exception as exc:  # noqa: BLE001 - any other exception is a retry

@@ -11,6 +11,7 @@ exit codes).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import signal
 import threading
@@ -60,6 +61,22 @@ def _positive_ms(name: str, value: int | None, *, optional: bool = True) -> int 
     return value
 
 
+def check_handler(fn: object) -> None:
+    """Refuse at registration what would be acknowledged without running: a coroutine
+    object (a call of the handler, not the handler), anything not callable, and
+    generator functions (calling one runs none of its body)."""
+    if inspect.iscoroutine(fn):
+        fn.close()
+        raise TypeError("handler must be a function, not a coroutine object: register the "
+                        "async def itself, not a call of it")
+    if not callable(fn):
+        raise TypeError(f"handler must be callable as fn(job, ctx) (a function or an async "
+                        f"def), not {type(fn).__name__}")
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise TypeError(f"handler {getattr(fn, '__qualname__', fn)!r} is a generator "
+                        "function: calling it would run none of its body")
+
+
 class Worker:
     """A pool of handler threads fed by admission decisions of the store.
 
@@ -93,7 +110,24 @@ class Worker:
       ~0.3%; a busy worker reacts in ~2 ms, a long-idle one within ~20 ms).
     - ``log_on_success``: also record captured log lines for successful attempts
       (default: only attempts that did not succeed carry their logs into the history).
+
+    Handlers are plain functions or ``async def`` coroutine functions, ``fn(job, ctx)``
+    either way (a plain function returning an awaitable has it awaited too). A
+    coroutine runs to completion on the worker's one event loop, started on its own
+    thread with the first coroutine, while the pool thread that took the job waits for
+    it — so it holds a ``concurrency`` slot like a plain handler, and timeouts,
+    deadlines, operator cancel, lost leases and shutdown cancel its task
+    (``CancelledError`` at its next ``await``). One loop per worker, not per thread, so
+    coroutines can share loop-bound clients; a coroutine that blocks stalls the others,
+    so blocking work belongs in ``asyncio.to_thread`` or a plain handler. Exceptions,
+    outcomes, ``ctx.logger`` lines, progress and results are recorded as for plain
+    handlers; a coroutine that did not run to its end is never a success. Isolated
+    handlers may be ``async def`` too (awaited in the child). Details:
+    ``headgate.worker.aio``.
     """
+
+    #: This worker awaits ``async def`` handlers (layers built on it can check).
+    runs_coroutines = True
 
     def __init__(
         self,
@@ -237,8 +271,7 @@ class Worker:
     ) -> None:
         if self._started:
             raise RuntimeError("handlers must be registered before the worker starts")
-        if not callable(fn):
-            raise TypeError("handler must be callable as fn(job, ctx)")
+        check_handler(fn)
         spec = HandlerSpec(kind, fn, decoder, _positive_ms("timeout_ms", timeout_ms),
                            _positive_ms("deadline_ms", deadline_ms), isolated)
         if isolated:
