@@ -1,14 +1,14 @@
 """``python manage.py headgate_worker``: a headgate worker running this project's Django
 tasks (``headgate.contrib.django.worker``). Exit codes as ``headgate worker``: 0 after a
 graceful stop, 75 after a ``restart`` signal, 1 when a second SIGTERM cut the drain
-short, 69 when the store is unavailable."""
+short, 2 for configuration errors, 69 when the store is unavailable."""
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 
 from headgate.config import ConfigError
 from headgate.core import InvalidInput, StoreUnavailable
@@ -18,6 +18,7 @@ from ... import compat
 from ...backend import HeadgateBackend
 from ...worker import build_worker
 
+EXIT_CONFIG = 2
 EXIT_UNAVAILABLE = 69
 
 
@@ -42,8 +43,8 @@ class Command(BaseCommand):
         configure_logging(options["log_level"], options["log_format"])
         backend = compat.task_backends[options["backend"]]
         if not isinstance(backend, HeadgateBackend):
-            raise CommandError(f"TASKS[{options['backend']!r}] is "
-                               f"{type(backend).__name__}, not HeadgateBackend")
+            self._fail(f"TASKS[{options['backend']!r}] is {type(backend).__name__}, not "
+                       "HeadgateBackend")
         queues = [q for q in (options["queues"] or "").split(",") if q] or None
         extra = {k: options[k] for k in ("worker_id", "drain_ms") if options[k] is not None}
         try:
@@ -53,5 +54,9 @@ class Command(BaseCommand):
             self.stderr.write(f"headgate: error: {exc}")
             sys.exit(EXIT_UNAVAILABLE)
         except (ConfigError, InvalidInput, ValueError) as exc:
-            raise CommandError(str(exc)) from exc
+            self._fail(str(exc))
         sys.exit(worker.run())
+
+    def _fail(self, message: str) -> NoReturn:
+        self.stderr.write(f"headgate: error: {message}")
+        sys.exit(EXIT_CONFIG)
