@@ -7,6 +7,7 @@ scheduler, which a producer embedded in a host application has no use for.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 from headgate.client import CircuitBreaker, Client, EnqueueContext, Plugin
@@ -62,24 +63,29 @@ __all__ = [
     "Plugin", "Quarantined", "State", "Store", "StoreUnavailable", "fingerprint", "open_store",
     "HttpClient", "Unauthorized",
 ]
-# The worker's names: loaded by __getattr__ below on first use.
+# Names loaded on first use (PEP 562), by the module that defines them: the worker
+# runtime and the task layer built on it cost a producer import time it has no use for.
+_WORKER_NAMES = [
+    "JobContext", "JobOutcome", "JsonDecoder", "RateLimited", "Retry", "Revoke", "Skip",
+    "Snooze", "Undecodable", "Worker",
+]
+_TASK_NAMES = ["App", "Backoff", "JobFailed", "JobRef", "ResultGone", "Task"]
 __all__ += [
     "JobContext", "JobOutcome", "JsonDecoder", "RateLimited", "Retry", "Revoke", "Skip",
     "Snooze", "Undecodable", "Worker",
 ]
-# The task layer's names (headgate.tasks builds on the worker runtime): loaded alike.
 __all__ += ["App", "Backoff", "JobFailed", "JobRef", "ResultGone", "Task"]
-_TASK_NAMES = frozenset(__all__[-6:])
+_LAZY = {
+    **dict.fromkeys(_WORKER_NAMES, "headgate.worker"),
+    **dict.fromkeys(_TASK_NAMES, "headgate.tasks"),
+}
 
 
 def __getattr__(name: str) -> object:
-    # Only names not bound yet get here: of those in __all__, the worker's and tasks'.
-    if name not in __all__:
+    module = _LAZY.get(name)
+    if module is None:
         raise AttributeError(f"module 'headgate' has no attribute {name!r}")
-    import headgate.tasks
-    import headgate.worker  # the worker runtime, on first use of one of its names
-
-    value = getattr(headgate.tasks if name in _TASK_NAMES else headgate.worker, name)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
