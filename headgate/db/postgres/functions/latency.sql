@@ -14,17 +14,23 @@ $$;
 
 CREATE OR REPLACE FUNCTION headgate_latency_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    WITH observed AS (
-        SELECT n.queue, 'wait' AS metric, n.attempted_at_ms AS at_ms,
-               greatest(0, n.attempted_at_ms - greatest(o.enqueued_at_ms, o.scheduled_at_ms)) AS v
+    -- One pass over the statement's changed rows: a renewal or a progress write (no
+    -- state change) joins and finds nothing.
+    WITH changed AS (
+        SELECT n.queue, o.state = 'available' AS admitted, n.attempted_at_ms,
+               n.finalized_at_ms, greatest(o.enqueued_at_ms, o.scheduled_at_ms) AS due_ms,
+               o.attempted_at_ms AS started_ms
         FROM old_rows o JOIN new_rows n ON n.id = o.id
-        WHERE o.state = 'available' AND n.state = 'running' AND n.attempted_at_ms IS NOT NULL
-        UNION ALL
-        SELECT n.queue, 'run', n.finalized_at_ms,
-               greatest(0, n.finalized_at_ms - o.attempted_at_ms)
-        FROM old_rows o JOIN new_rows n ON n.id = o.id
-        WHERE o.state = 'running' AND n.state <> 'running' AND n.finalized_at_ms IS NOT NULL
-          AND o.attempted_at_ms IS NOT NULL
+        WHERE (o.state = 'available' AND n.state = 'running' AND n.attempted_at_ms IS NOT NULL)
+           OR (o.state = 'running' AND n.state <> 'running' AND n.finalized_at_ms IS NOT NULL
+               AND o.attempted_at_ms IS NOT NULL)
+    ), observed AS (
+        SELECT queue,
+               CASE WHEN admitted THEN 'wait' ELSE 'run' END AS metric,
+               CASE WHEN admitted THEN attempted_at_ms ELSE finalized_at_ms END AS at_ms,
+               greatest(0, CASE WHEN admitted THEN attempted_at_ms - due_ms
+                                ELSE finalized_at_ms - started_ms END) AS v
+        FROM changed
     )
     INSERT INTO queue_latency (queue, bucket_ms, metric, le_ms, n, sum_ms)
     SELECT queue, at_ms - at_ms % 60000, metric, headgate_latency_bound(v), count(*), sum(v)
