@@ -10,7 +10,8 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ import pytest
 
 import headgate
 
-SITE = Path(__file__).resolve().parent.parent / "examples" / "django_site"
+ROOT = Path(__file__).resolve().parent.parent
+SITE = ROOT / "examples" / "django_site"
 
 PRELUDE = """
 import json, os, sys, time
@@ -47,11 +49,13 @@ def out(**values):
 """
 
 
-def site_env(tmp_path: Path, store_url: str, python: str = sys.executable) -> dict[str, str]:
+def site_env(tmp_path: Path, store_url: str, extra_path: Sequence[str] = ()
+             ) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HG_")}
     env.update({"DJANGO_SETTINGS_MODULE": "django_site.settings",
                 "EXAMPLE_DB": str(tmp_path / "django.sqlite3"),
-                "HG_EXAMPLE_STORE": store_url, "PYTHONPATH": str(SITE)})
+                "HG_EXAMPLE_STORE": store_url,
+                "PYTHONPATH": os.pathsep.join([str(SITE), *extra_path])})
     return env
 
 
@@ -63,14 +67,15 @@ def run_site(env: dict[str, str], code: str, python: str = sys.executable) -> di
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture
-def site(store_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
-    env = site_env(tmp_path, store_url)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=SITE, env=env,
-                   check=True, timeout=120)
-    err = (tmp_path / "worker.err").open("wb")
+@contextmanager
+def running_site(env: dict[str, str], log: Path, python: str = sys.executable
+                 ) -> Iterator[dict[str, str]]:
+    """The site migrated and a `manage.py headgate_worker` running beside it."""
+    subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=SITE, env=env, check=True,
+                   timeout=120)
+    err = log.open("wb")
     worker = subprocess.Popen(
-        [sys.executable, "manage.py", "headgate_worker", "--queues", "default,orders",
+        [python, "manage.py", "headgate_worker", "--queues", "default,orders",
          "--concurrency", "2", "--worker-id", "django-worker", "--drain-ms", "2000"],
         cwd=SITE, env=env, stdout=subprocess.DEVNULL, stderr=err)
     try:
@@ -83,7 +88,13 @@ def site(store_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
             worker.kill()
             raise
         err.close()
-        assert code == 0, (tmp_path / "worker.err").read_text()
+        assert code == 0, log.read_text()
+
+
+@pytest.fixture
+def site(store_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
+    with running_site(site_env(tmp_path, store_url), tmp_path / "worker.err") as env:
+        yield env
 
 
 def test_a_task_runs_in_the_worker_and_its_result_comes_back(
@@ -103,7 +114,8 @@ def test_a_task_runs_in_the_worker_and_its_result_comes_back(
                 await result.arefresh()
             return result.return_value
         via_async = asyncio.run(produce())
-        out(via_async=via_async, id=first.id, ready=ready, status=done.status, value=done.return_value,
+        out(via_async=via_async, id=first.id, ready=ready, status=done.status,
+            value=done.return_value,
             again=again.return_value, attempts=again.attempts, worker=again.worker_ids,
             later=later.return_value, context_attempt=ctx.return_value,
             enqueued=str(done.enqueued_at), finished=str(done.finished_at))
