@@ -96,11 +96,19 @@ def test_rate_classes_and_limits_can_be_deleted_and_read_in_words(
     expect(page.locator("#flash")).to_contain_text("Rate class deleted")
     expect(row).to_have_count(0)
     assert "e2e-spare" not in [r["name"] for r in server.api("GET", "/rate-classes").json()]
-    # A class jobs wait on (sms holds 4 notifications): the button says so first.
-    sms = page.locator("#rate-rows tr", has=page.locator("th", has_text="sms"))
-    expect(sms.get_by_role("button", name="Delete")).to_be_visible()
-    sms.get_by_role("button", name="Delete").click()
-    expect(sms.locator("button.armed")).to_contain_text("jobs wait on it: delete anyway?")
+    # A class jobs wait on: the button says so first, then deletes with force=true.
+    server.api("PUT", "/rate-classes/e2e-busy", json={"limit": 1, "window_ms": 60_000,
+                                                      "paused": True})
+    server.api("POST", "/jobs", json={"kind": "send_sms", "queue": "e2e-busy",
+                                      "payload": "e30=", "rate_class": "e2e-busy"})
+    page.reload()
+    live(page)
+    busy = page.locator("#rate-rows tr", has=page.locator("th", has_text="e2e-busy"))
+    busy.get_by_role("button", name="Delete").click()
+    expect(busy.locator("button.armed")).to_have_text("1 jobs wait on it: delete anyway?")
+    busy.locator("button.armed").click()
+    expect(page.locator("#flash")).to_contain_text("run without a budget")
+    assert "e2e-busy" not in [r["name"] for r in server.api("GET", "/rate-classes").json()]
     # The form applies the API's naming rule before sending anything.
     form = page.locator("form", has=page.locator('input[name="window_ms"]'))
     form.locator('input[name="name"]').fill("bad name!")
@@ -158,22 +166,205 @@ def test_failures_show_their_error_first_and_can_be_searched_by_it(
 
 def test_a_queue_that_does_not_drain_says_why_and_offers_the_fix(
         server: Server, page: Any) -> None:
-    """Item 4: `notifications` waits on the paused rate class `sms`: its row and its page
-    say so, with a Resume button for the class that lifts it."""
-    page.goto(server.base + "/queues/notifications")
+    """Item 4: a queue waiting on a paused rate class (like the demo's `notifications`
+    on `sms`): its row and its page say so, with a Resume button for the class."""
+    assert server.api("PUT", "/rate-classes/e2e-held", json={
+        "limit": 3, "window_ms": 60_000, "paused": True}).status_code == 200
+    for _ in range(2):
+        assert server.api("POST", "/jobs", json={
+            "kind": "send_sms", "queue": "e2e-held", "payload": "e30=",
+            "rate_class": "e2e-held"}).status_code == 201
+    page.goto(server.base + "/queues/e2e-held")
     live(page)
     banner = page.locator("#queue-stats .blocked")
-    expect(banner).to_contain_text("because rate class sms is paused")
+    expect(banner).to_contain_text("because rate class e2e-held is paused")
     page.goto(server.base + "/")
     live(page)
-    row = page.locator("#queue-rows tr", has=page.locator("a", has_text="notifications"))
+    row = page.locator("#queue-rows tr", has=page.locator("a", has_text="e2e-held"))
     note = row.locator(".blocker")
-    expect(note).to_contain_text("rate class sms is paused")
-    note.get_by_role("button", name="Resume sms").click()
+    expect(note).to_contain_text("rate class e2e-held is paused")
+    note.get_by_role("button", name="Resume e2e-held").click()
     expect(page.locator("#flash")).to_contain_text("Rate class resumed")
-    sms = {r["name"]: r for r in server.api("GET", "/rate-classes").json()}["sms"]
-    assert (sms["paused"], sms["limit_per_window"], sms["window_ms"]) == (False, 2, 60_000)
-    # Put the demo back as the other tests expect it.
-    assert server.api("PUT", "/rate-classes/sms", json={"limit": 2, "window_ms": 60_000,
-                                                         "burst": 2, "paused": True}
-                      ).status_code == 200
+    rc = {r["name"]: r for r in server.api("GET", "/rate-classes").json()}["e2e-held"]
+    assert (rc["paused"], rc["limit_per_window"], rc["window_ms"]) == (False, 3, 60_000)
+
+
+WATCH = """
+window.__hgProblems = [];
+document.addEventListener("securitypolicyviolation", function (e) {
+  window.__hgProblems.push("CSP " + e.violatedDirective + " " + (e.sourceFile || "") + ":" +
+                           (e.lineNumber || "") + " " + (e.sample || ""));
+});
+document.addEventListener("htmx:oobErrorNoTarget", function (e) {
+  window.__hgProblems.push("htmx:oobErrorNoTarget " + (e.detail.content && e.detail.content.id));
+});
+"""
+
+SHOT_PAGES = [
+    ("overview", "/"), ("jobs", "/jobs"), ("dead-letters", "/jobs?state=archived"),
+    ("job-sheet", "/jobs?state=archived&job={archived}"), ("scheduled", "/jobs?state=scheduled"),
+    ("queue", "/queues/emails"), ("rate-classes", "/rate-classes"),
+    ("concurrency", "/concurrency"), ("partitions", "/partitions"),
+    ("quarantine", "/quarantine"), ("periodic", "/periodic"),
+    ("schedule", "/periodic/nightly-report"), ("workers", "/workers"), ("cluster", "/cluster"),
+    ("not-found", "/no/such/page"), ("job-not-found", "/jobs/does-not-exist"),
+]
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)], ids=["desktop", "phone"])
+def test_every_page_at_both_widths_is_clean(server: Server, browser: Any, width: int,
+                                            height: int) -> None:
+    """Every page at 1280×800 and 390×844, through a live update: no console error (a
+    CSP violation, htmx:oobErrorNoTarget, a script error) and no sideways scrolling of
+    the page body. Screenshots land in e2e/screenshots/ for a person to look at."""
+    from .conftest import SCREENSHOTS
+
+    SCREENSHOTS.mkdir(exist_ok=True)
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.add_init_script(WATCH)
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
+            if m.type == "error" else None)
+    page.on("pageerror", lambda exc: problems.append(f"pageerror: {exc}"))
+    try:
+        for name, path in SHOT_PAGES:
+            url = server.base + path.format(archived=server.seeded.archived[-1])
+            page.goto(url)
+            if "not-found" not in name:
+                live(page)
+            # A live update while the page is open.
+            server.api("POST", "/jobs", json={"kind": "send_email", "queue": "emails",
+                                              "payload": "e30="})
+            page.wait_for_timeout(700)
+            found = page.evaluate("window.__hgProblems")
+            if "not-found" in name:
+                # The browser logs the 404 status of the page itself; nothing else.
+                problems[:] = [p for p in problems if "404" not in p]
+            assert not problems and not found, (name, problems, found)
+            overflow = page.evaluate(
+                "document.documentElement.scrollWidth - window.innerWidth")
+            page.screenshot(path=str(SCREENSHOTS / f"{width}-{name}.png"), full_page=True)
+            assert overflow <= 0, f"{name} scrolls sideways by {overflow}px at {width}px"
+    finally:
+        context.close()
+
+
+def steps(page: Any) -> list[str]:
+    return page.locator("#sheet-body ol.timeline .what").all_inner_texts()
+
+
+def test_the_timeline_follows_operator_actions_and_a_deleted_job(
+        server: Server, page: Any, side: Any) -> None:
+    """Item 6: a retried dead letter keeps its archived step; a cancelled scheduled job
+    has no step at a future time; an open sheet notices its job was deleted elsewhere."""
+    dead = archive_one(side, "e2e-timeline", "export_ledger", "OSError: disk full")
+    assert server.api("POST", f"/jobs/{dead}/retry").status_code in (200, 204)
+    page.goto(server.base + f"/jobs?job={dead}")
+    live(page)
+    assert steps(page)[-2:] == ["archived", "retried"], steps(page)
+    future = server.api("POST", "/jobs", json={
+        "kind": "charge_card", "queue": "e2e-timeline", "payload": "e30=",
+        "scheduled_at_ms": side.now_ms() + 3_600_000}).json()["id"]
+    assert server.api("POST", f"/jobs/{future}/cancel").status_code in (200, 204)
+    page.goto(server.base + f"/jobs?job={future}")
+    live(page)
+    assert steps(page) == ["created", "scheduled", "cancelled"], steps(page)
+    # Deleted by someone else while its sheet is open.
+    assert server.api("DELETE", f"/jobs/{future}").status_code == 204
+    expect(page.locator("#sheet-body")).to_contain_text("This job no longer exists")
+
+
+def test_the_jobs_list_has_room_next_to_the_sheet(server: Server, browser: Any) -> None:
+    """Item 7 at 1280×800: with the sheet open nothing is cut off and the buttons keep
+    one line; scheduled lists say when each job runs and a scheduled job can run now;
+    the sidebar counts follow `queue:` in the search and say when the search is not
+    counted; Partitions opens on a queue that has partitions."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    try:
+        page.goto(server.base + f"/jobs?state=archived&job={server.seeded.archived[0]}")
+        live(page)
+        wrap = page.locator(".jobs-list .tablewrap")
+        assert wrap.evaluate("el => el.scrollWidth <= el.clientWidth"), "table cut off"
+        for height in page.locator(".selbar .btn").evaluate_all(
+                "els => els.map(e => e.getBoundingClientRect().height)"):
+            assert height < 40, height
+        page.goto(server.base + "/jobs?state=scheduled")
+        live(page)
+        expect(page.locator("#jobs-table thead")).to_contain_text("Runs at")
+        expect(page.locator("#jobs-table tbody tr").first).to_contain_text("UTC")
+        job_id = page.locator("#jobs-table tbody tr.jobrow").first.get_attribute("data-job-id")
+        page.locator("#jobs-table tbody tr.jobrow td.id a").first.click()
+        page.locator("#sheet-body").get_by_role("button", name="Run now").click()
+        expect(page.locator("#flash")).to_contain_text("Due now")
+        # Due now: the next admit (or the promoter) makes it available.
+        side = headgate.open_store(f"sqlite:///{server.db}", migrate=False)
+        try:
+            side.promote_due() if hasattr(side, "promote_due") else None
+            job = side.get_job(job_id)
+            assert job.scheduled_at_ms <= side.now_ms()
+        finally:
+            side.close()
+        page.goto(server.base + "/jobs?q=queue%3Aemails")
+        live(page)
+        counts = server.api("GET", "/jobs/counts?queue=emails").json()["counts"]
+        expect(page.locator("#state-counts")).to_contain_text("in emails")
+        avail = page.locator("#state-counts .staterow", has_text="available").locator(".n")
+        expect(avail).to_have_text(f"{counts['available']:,}")
+        page.goto(server.base + "/jobs?q=tag%3Avip")
+        expect(page.locator("#counts-note")).to_contain_text("the search is not counted")
+        page.goto(server.base + "/partitions")
+        live(page)
+        expect(page.locator("#partition-table table")).to_be_visible()
+    finally:
+        context.close()
+
+
+def test_rough_edges_are_smoothed(server: Server, page: Any) -> None:
+    """Item 10: Esc returns focus to the row; an unknown path gets the console's page;
+    "Never mind" takes back the dry run's words; live row updates morph in place, so
+    the focused button is the same element afterwards."""
+    page.goto(server.base + "/jobs?state=archived")
+    live(page)
+    link = page.locator("#jobs-table tbody tr td.id a").first
+    job_id = page.locator("#jobs-table tbody tr.jobrow").first.get_attribute("data-job-id")
+    link.click()
+    expect(page.locator("#job-sheet.open")).to_have_count(1)
+    page.locator("#sheet-body h3").first.click()  # focus leaves the link
+    page.keyboard.press("Escape")
+    expect(page.locator("#job-sheet.open")).to_have_count(0)
+    focused = page.evaluate("document.activeElement.closest('tr') && "
+                            "document.activeElement.closest('tr').dataset.jobId")
+    assert focused == job_id
+
+    resp = page.goto(server.base + "/no/such/page")
+    assert resp is not None and resp.status == 404
+    expect(page.locator("header.top")).to_be_visible()
+    expect(page.locator("h1")).to_have_text("Not found")
+    expect(page.locator("main")).to_contain_text("There is no console page at /no/such/page")
+
+    page.goto(server.base + "/jobs?queue=webhooks&state=available")
+    live(page)
+    page.locator("details.bulk > summary").click()
+    page.locator("#bulk-action").select_option("cancel")
+    page.get_by_role("button", name="Count them (dry run)").click()
+    bulk = page.locator("details.bulk")
+    expect(bulk.locator("[data-feedback]")).to_have_text("Counted; confirm below.")
+    page.get_by_role("button", name="Never mind").click()
+    expect(bulk.locator("[data-feedback]")).to_have_text("")
+
+    page.goto(server.base + "/")
+    live(page)
+    row = page.locator("#queue-rows tr", has=page.locator("a", has_text="webhooks"))
+    button = row.get_by_role("button", name="Pause")
+    button.focus()
+    button.evaluate("el => { el.__hgMark = 'same'; }")
+    before = row.locator(".counts").inner_text()
+    for i in range(3):
+        server.api("POST", "/jobs", json={"kind": "deliver_webhook", "queue": "webhooks",
+                                          "payload": "e30=", "partition_key": f"m{i}"})
+    expect(row.locator(".counts")).not_to_have_text(before)
+    assert page.evaluate("document.activeElement.__hgMark") == "same"

@@ -256,17 +256,32 @@ def timeline(job: Job, now: int | None = None) -> list[Step]:
         points.append(("pending", enq, "pending"))
     elif sched > enq + 5 and (attempted is None or sched <= attempted):
         points.append(("scheduled", enq, "scheduled"))
-        if st != "scheduled" or attempted is not None:
+        # A job cancelled (or deleted) before its time never waited: no step at a
+        # time that had not come when it ended.
+        ended = job.finalized_at_ms if terminal else now
+        if (st != "scheduled" or attempted is not None) and sched <= (ended or now):
             points.append(("waiting", sched, "available"))
     else:
         points.append(("waiting", enq, "available"))
     if attempted is not None:
         points.append(("running", attempted, "running"))
+        last = job.errors[-1] if job.errors else None
+        failed_at = int(last.get("at_ms") or attempted) if last else attempted
         if st == "retryable":
-            failed_at = (job.errors[-1].get("at_ms") if job.errors else None) or attempted
             points.append(("backing off", failed_at, "retryable"))
-        elif st == "available" and sched > attempted:
-            points.append(("waiting", sched, "available"))
+        elif st in ("available", "scheduled") and sched > attempted:
+            # Run again after a failure. An operator retry of a dead letter leaves
+            # max_attempts one above the attempts spent, so a failure that used the
+            # last attempt then was archived first: keep that step, then "retried".
+            if last and attempted <= failed_at <= sched and \
+                    int(last.get("attempt") or 0) >= job.max_attempts - 1:
+                points.append(("archived", failed_at, "archived"))
+                points.append(("retried", sched, "available"))
+            elif last and attempted <= failed_at <= sched:
+                points.append(("backing off", failed_at, "retryable"))
+                points.append(("waiting", sched, "available"))
+            else:
+                points.append(("waiting", sched, "available"))
     if terminal:
         points.append((st, job.finalized_at_ms or (points[-1][1]), st))
     steps = [Step("created", enq, "", "pending", False)]
@@ -300,6 +315,8 @@ def job_actions(state: State | str) -> list[str]:
         actions.append("retry")
     if s in _PROMOTE:
         actions.append("promote")
+    if s in (State.SCHEDULED, State.RETRYABLE):
+        actions.append("run_now")  # POST /jobs/{id}/reschedule to now
     if s in _CANCEL:
         actions.append("cancel")
     if s in _RELEASE:

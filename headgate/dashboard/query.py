@@ -80,6 +80,15 @@ class JobQuery:
         """Whether anything narrows the list (an empty list then means "no match")."""
         return bool(self.q or self.state or self.queue or self.exact or self.tags)
 
+    @property
+    def counts_narrowed(self) -> bool:
+        """Whether the search narrows more than the sidebar's counters can show (they
+        are per queue and state; anything else would mean counting matches)."""
+        f = self.filter
+        return bool(f.id or f.kind or f.kind_prefix or f.partition_key or f.rate_class
+                    or f.fingerprint or f.tags_all or f.tags_any or f.priority is not None
+                    or f.error_prefix)
+
     def exact_filters(self) -> list[tuple[str, str, str, dict[str, Param]]]:
         """(label, value, parameter, override that removes it) per exact filter."""
         out: list[tuple[str, str, str, dict[str, Param]]] = [

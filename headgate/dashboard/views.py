@@ -15,6 +15,7 @@ from urllib.parse import quote
 import flask
 from werkzeug.exceptions import HTTPException
 
+from headgate.api.errors import API_PREFIX, handle_http_exception
 from headgate.core import HeadgateError, Job, JobFilter, JobPage, drain, names
 from headgate.web import failed_attempts
 from headgate.web.app import get_store
@@ -140,6 +141,21 @@ def _not_found(exc: HTTPException) -> tuple[str, int]:
     what = getattr(exc, "description", None) or "That page does not exist."
     return flask.render_template("dashboard/404.html", page="", title="Not found",
                                  message=what), 404
+
+
+@bp.app_errorhandler(404)
+def _unknown_path(exc: HTTPException) -> Any:
+    """A path no route matches gets the console's own page, not Werkzeug's bare "Not
+    Found", when it is below the console's prefix; API paths keep the API's JSON 404
+    (this handler is more specific than the API's HTTPException one, so it defers)."""
+    prefix = flask.current_app.extensions.get("headgate.dashboard", {}).get("url_prefix", "")
+    path = flask.request.path
+    if path.startswith(API_PREFIX) or not path.startswith(prefix or "/"):
+        return handle_http_exception(exc)
+    if flask.request.url_rule is None:  # no route at all, rather than a missing record
+        return flask.render_template("dashboard/404.html", page="", title="Not found",
+                                     message=f"There is no console page at {path}."), 404
+    return _not_found(exc)
 
 
 def not_found(message: str) -> flask.Response:
@@ -291,7 +307,7 @@ def jobs() -> tuple[str, int]:
             page = s.list_jobs(query.filter, cursor=query.cursor or None, limit=PAGE_SIZE)
         except HeadgateError as exc:  # unknown state, invalid cursor: say it in words
             error = str(exc)
-    counts = s.counts(query.queue or None)
+    counts = s.counts(query.queue or query.filter.queue or None)
     queue_names = [q["queue"] for q in s.queue_stats()]
     sheet = sheet_data(s, query.job) if query.job else None
     selector, bulk_why = query.bulk_selector()
@@ -353,8 +369,13 @@ def concurrency() -> str:
 @bp.get("/partitions")
 def partitions() -> tuple[str, int]:
     s = store()
-    queue_names = [q["queue"] for q in s.queue_stats()]
-    name = flask.request.args.get("queue") or (queue_names[0] if queue_names else "")
+    stats = s.queue_stats()
+    queue_names = [q["queue"] for q in stats]
+    # Without a choice, the queue with the most waiting and running jobs (partitions
+    # are listed while they have either), not the first name, which may have none.
+    busiest = max(stats, key=lambda q: q["by_state"].get("available", 0)
+                  + q["by_state"].get("running", 0), default=None)
+    name = flask.request.args.get("queue") or (busiest["queue"] if busiest else "")
     rows: list[dict[str, Any]] = []
     status = 200
     if name and name not in queue_names:
@@ -456,6 +477,3 @@ def cluster() -> str:
     summary = cluster_summary(s.list_workers(WORKER_STALE_MS), s.list_workers(WORKER_ALL_MS),
                               s.queue_stats())
     return render("cluster.html", page="cluster", title="Cluster", c=summary)
-
-
-from . import live as _live  # noqa: E402,F401 - registers the /live socket on bp

@@ -20,6 +20,14 @@
     return cap * (0.5 + Math.random() / 2);
   };
 
+  /* A button in the middle of a two-step confirmation (or reading a schedule) keeps
+   * its words while a live update morphs the row around it. */
+  if (window.Idiomorph) {
+    Idiomorph.defaults.callbacks.beforeNodeMorphed = function (oldNode) {
+      return !(oldNode._hgArmed || oldNode._hgReading);
+    };
+  }
+
   function meta(name) {
     var el = document.querySelector('meta[name="' + name + '"]');
     return el ? el.getAttribute("content") || "" : "";
@@ -80,6 +88,26 @@
         if (Array.isArray(value)) value = value[0];
         d.path = d.path.replace("{" + from + "}", encodeURIComponent(String(value || "").trim()));
       }
+    },
+    /* Live messages (xhr is null: the ws extension) are out-of-band fragments. Each one
+     * is morphed into its element (idiomorph: the same nodes stay, so focus, selection
+     * and an open <details> survive), and a fragment whose element is not on this page
+     * (a row that scrolled off with a new page, a closed sheet) is dropped instead of
+     * becoming an htmx:oobErrorNoTarget. */
+    transformResponse: function (text, xhr, elt) {
+      if (xhr) return text;
+      var tpl = document.createElement("template");
+      tpl.innerHTML = text;
+      Array.prototype.slice.call(tpl.content.children).forEach(function (child) {
+        if (!child.id || !document.getElementById(child.id)) {
+          child.remove();
+          return;
+        }
+        if ((child.getAttribute("hx-swap-oob") || "true") === "true") {
+          child.setAttribute("hx-swap-oob", "morph");
+        }
+      });
+      return tpl.innerHTML;
     },
     encodeParameters: function (xhr, parameters, elt) {
       if (!elt.hasAttribute("data-mutation")) return null;
@@ -320,7 +348,7 @@
     selected.forEach(function (id) { if (!present.has(id)) selected.delete(id); });
     var count = document.getElementById("selcount");
     if (count) {
-      count.textContent = selected.size ? selected.size + " selected" : "Select jobs to act on them";
+      count.textContent = selected.size ? selected.size + " selected" : "Select jobs";
     }
     document.querySelectorAll('[data-name="selaction"]').forEach(function (btn) {
       if (btn.getAttribute("aria-disabled") === "true") return; // read-only stays off
@@ -365,6 +393,10 @@
     var dismiss = t.closest && t.closest("[data-dismiss]");
     if (dismiss) {
       var target = document.querySelector(dismiss.getAttribute("data-dismiss"));
+      // "Never mind" also takes back what the dry run said ("Counted; confirm below.").
+      var scope = dismiss.closest("[data-scope]");
+      var slot = scope ? scope.querySelector("[data-feedback]") : null;
+      if (slot) { slot.textContent = ""; slot.className = "feedback"; }
       if (target) target.innerHTML = "";
       return;
     }
@@ -450,8 +482,25 @@
     sendTopics(false);
   });
 
+  /* Closing the sheet (Esc or its Close link) puts focus back on the job's row link,
+   * where the keyboard left off, instead of dropping it on the body. */
+  var openJob = null;
+  function rememberOpenJob() {
+    var open = document.querySelector("#job-sheet.open[data-open-job]");
+    var id = open ? open.getAttribute("data-open-job") : null;
+    if (!id && openJob) {
+      var link = document.querySelector('#jobs-table tr[data-job-id="' + CSS.escape(openJob) +
+        '"] td.id a');
+      var active = document.activeElement;
+      var typing = active && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName);
+      if (link && !typing) link.focus();
+    }
+    openJob = id;
+  }
+
   document.addEventListener("htmx:afterSettle", function (evt) {
     if (evt.detail.target && evt.detail.target.id === "main") selected.clear();
+    rememberOpenJob();
     var sheet = document.querySelector("#job-sheet.open");
     if (sheet && evt.detail.target && evt.detail.target.id === "job-sheet" &&
         window.matchMedia("(max-width: 760px)").matches) {
@@ -490,5 +539,6 @@
   document.addEventListener("DOMContentLoaded", function () {
     setLive("connecting");
     restoreSelection();
+    rememberOpenJob();
   });
 })();
