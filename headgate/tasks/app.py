@@ -288,7 +288,7 @@ class App:
         calls = self._own(calls)
         if self._http is not None:
             ids = await self._http.enqueue_many_async([c.envelope for c in calls], conn=conn)
-            return [JobRef(self._http, i, c.task.codec) for i, c in zip(ids, calls, strict=True)]
+            return [JobRef(self._results, i, c.task.codec) for i, c in zip(ids, calls, strict=True)]
         client = self.client
         assert isinstance(client, Client)
         envs = [c.envelope.validated() for c in calls]

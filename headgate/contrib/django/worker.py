@@ -109,7 +109,7 @@ def build_worker(backend: HeadgateBackend, *, store_url: str | None = None,
     settings = backend.app.settings()
     if url:
         settings = settings.with_store_url(url)
-    store = open_store(settings.store_url(), **settings.store_options())
+    store = open_store(settings.store_url(), **settings.store_options())  # type: ignore[arg-type]
     names = list(queues or sorted(backend.queues) or [compat.DEFAULT_TASK_QUEUE_NAME])
     worker = Worker(store, queues=names, concurrency=concurrency, **options)
     for hook in backend.app.attempt_hooks:
