@@ -120,3 +120,18 @@ def test_depth_bars_show_unfinished_work_scaled_across_queues() -> None:
     # One job beside ten thousand is still visible; the bar never passes 100 %.
     segs = charts.depth_segments({"running": 1, "available": 10_000}, 10_001)
     assert segs[0]["w"] == 0.5 and segs[-1]["x"] + segs[-1]["w"] <= 100.0
+
+
+def test_work_that_is_not_due_is_not_backlog() -> None:
+    """Five jobs scheduled for tomorrow or three pending an operator: nothing for workers
+    to drain, said as such (not "growing", not a bare "empty")."""
+    now = T0 + 20 * MIN
+    buckets = recorded([15] * 16, [0] * 16, now)
+    later = queue(5, scheduled=5)
+    f = drain.queue_forecast(later, buckets, now)
+    assert f.trend == "empty"
+    assert present.time_to_drain({**later, "forecast": f}) == (
+        "nothing due now", "idle", "5 scheduled later")
+    held = queue(3, pending=3)
+    f = drain.queue_forecast(held, buckets, now)
+    assert present.time_to_drain({**held, "forecast": f})[:2] == ("held", "idle")

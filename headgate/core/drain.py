@@ -81,8 +81,7 @@ def smoothed_rates(buckets: Mapping[int, Sequence[int]], now_ms: int) -> Rates:
 
 
 def forecast(backlog: int, rates: Rates, *, paused: bool = False) -> Forecast:
-    """What the queue row says. `backlog` is unfinished minus pending (pending jobs
-    wait for an operator, not for workers)."""
+    """What the queue row says, for `backlog` jobs due (see queue_forecast)."""
     a, d = rates.arrival, rates.drain
     if backlog <= 0:
         return Forecast("empty", 0, a, d)
@@ -100,7 +99,9 @@ def forecast(backlog: int, rates: Rates, *, paused: bool = False) -> Forecast:
 
 def queue_forecast(queue: Mapping[str, Any], buckets: Mapping[int, Sequence[int]],
                    now_ms: int) -> Forecast:
-    """forecast() for one queue_stats row and that queue's history counters."""
+    """forecast() for one queue_stats row and that queue's history counters. The
+    backlog is the work due: available, running and retryable jobs. Pending jobs wait
+    for an operator and scheduled ones for their time, not for workers."""
     by_state = queue.get("by_state") or {}
-    backlog = int(queue.get("unfinished_jobs") or 0) - int(by_state.get("pending", 0))
+    backlog = sum(int(by_state.get(s, 0) or 0) for s in ("available", "running", "retryable"))
     return forecast(backlog, smoothed_rates(buckets, now_ms), paused=bool(queue.get("paused")))

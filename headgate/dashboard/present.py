@@ -121,11 +121,17 @@ def time_to_drain(queue: dict[str, Any]) -> tuple[str, str, str]:
     a row without one (rendered by older callers) falls back to the store's numbers."""
     f = queue.get("forecast")
     if f is None:
-        backlog = queue.get("unfinished_jobs", 0) - queue.get("by_state", {}).get("pending", 0)
+        by_state = queue.get("by_state", {})
+        backlog = sum(by_state.get(s, 0) for s in ("available", "running", "retryable"))
         f = drain.forecast(backlog, drain.Rates(queue.get("arrival_rate") or 0.0,
                                                 queue.get("drain_rate") or 0.0),
                            paused=bool(queue.get("paused")))
     if f.trend == "empty":
+        by_state = queue.get("by_state") or {}
+        if by_state.get("scheduled"):
+            return "nothing due now", "idle", f"{number(by_state['scheduled'])} scheduled later"
+        if by_state.get("pending"):
+            return "held", "idle", f"{number(by_state['pending'])} pending an operator"
         return "empty", "idle", ""
     if f.trend == "paused":
         return "paused — not draining", "bad", ""
