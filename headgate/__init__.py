@@ -34,10 +34,10 @@ from headgate.core import (
     Unauthorized,
     fingerprint,
 )
-from headgate.http_client import HttpClient
 from headgate.store import Store, open_store
 
 if TYPE_CHECKING:
+    from headgate.http_client import HttpClient
     from headgate.tasks import App, Backoff, JobFailed, JobRef, ResultGone, Task
     from headgate.worker import (
         JobContext,
@@ -78,6 +78,7 @@ __all__ += ["App", "Backoff", "JobFailed", "JobRef", "ResultGone", "Task"]
 _LAZY = {
     **dict.fromkeys(_WORKER_NAMES, "headgate.worker"),
     **dict.fromkeys(_TASK_NAMES, "headgate.tasks"),
+    "HttpClient": "headgate.http_client",  # http.client and uuid, for HTTP producers only
 }
 
 
