@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 
 from headgate.config import Settings
 from headgate.web import failed_attempts
+from headgate.web.globals import get_store
 from headgate.web.segments import Segment, keep_encoded_slashes
 
 from . import events as _events
@@ -71,8 +72,6 @@ def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None
     # keep Flask's pages). Unexpected exceptions are caught by the API's own blueprints,
     # so the dashboard's errors still propagate the way Flask normally handles them.
     app.register_error_handler(HTTPException, handle_http_exception)
-
-    from headgate.web.app import get_store  # deferred: the web layer imports this package
 
     state.metrics = Metrics(lambda: get_store(app), int(time.time() * 1000))
     app.before_request(state.metrics.before_request)

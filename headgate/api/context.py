@@ -20,6 +20,7 @@ import headgate
 from headgate.client import Authorizer, CircuitBreaker, Client, InsertHook, Middleware, Plugin
 from headgate.config import Settings
 from headgate.store.port import Store
+from headgate.web.globals import get_store
 
 from .auth import ANONYMOUS, Caller, TokenSet
 from .errors import ApiError
@@ -84,8 +85,6 @@ def api_state(app: flask.Flask | None = None) -> ApiState:
 
 
 def store() -> Store:
-    from headgate.web.app import get_store  # deferred: web imports this package
-
     return get_store()  # type: ignore[no-any-return]
 
 

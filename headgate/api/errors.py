@@ -29,6 +29,7 @@ from headgate.core import (
     Quarantined,
     StoreUnavailable,
 )
+from headgate.web.errors import envelope_response, error_response
 
 log = logging.getLogger("headgate.api")
 
@@ -46,15 +47,7 @@ class ApiError(Exception):
         self.headers = headers or {}
 
     def response(self) -> flask.Response:
-        resp = flask.jsonify(self.body)
-        resp.status_code = self.status
-        for key, value in self.headers.items():
-            resp.headers[key] = value
-        return resp
-
-
-def error_response(status: int, message: str, **fields: Any) -> flask.Response:
-    return ApiError(status, message, **fields).response()
+        return envelope_response(self.status, self.body, self.headers)
 
 
 def store_error(exc: HeadgateError) -> ApiError:

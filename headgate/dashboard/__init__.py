@@ -16,6 +16,7 @@ import os
 
 import flask
 
+from . import live  # noqa: F401 - registers the /live socket on the views' blueprint
 from .auth import ConsoleSessionAuth, configure_secret
 from .views import bp
 

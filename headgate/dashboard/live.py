@@ -38,7 +38,7 @@ from flask_sock import Sock
 from werkzeug.datastructures import MultiDict
 
 from headgate.core import StoreUnavailable
-from headgate.web.app import get_store
+from headgate.web.globals import get_store
 
 from . import views
 from .query import JobQuery

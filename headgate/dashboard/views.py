@@ -18,7 +18,7 @@ from werkzeug.exceptions import HTTPException
 from headgate.api.errors import API_PREFIX, handle_http_exception
 from headgate.core import HeadgateError, Job, JobFilter, JobPage, drain, names
 from headgate.web import failed_attempts
-from headgate.web.app import get_store
+from headgate.web.globals import get_store
 
 from . import auth, charts, present
 from .query import JobQuery

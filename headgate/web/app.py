@@ -1,8 +1,6 @@
-"""Flask application factory.
-
-The store is opened lazily (first request that needs it, or an explicit
-``get_store``) so that importing the app — by gunicorn, tests or ``app.py`` — costs no
-database connection, and so a forking server opens it in the process that uses it.
+"""Flask application factory: the one module that assembles the guards, the API and
+the console. Those reach the store through `web/globals.py` (opened lazily, on first
+use), never through this module, so nothing imports it but the package and the CLI.
 """
 
 from __future__ import annotations
@@ -14,20 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 import flask
 
+from headgate import api, dashboard
 from headgate.config import Settings
 
 from . import guards, proxies
+from .globals import LOCK_KEY, ON_STORE_READY_KEY, SETTINGS_KEY, STORE_KEY, get_store
 
 if TYPE_CHECKING:
     from headgate.client import Authorizer, CircuitBreaker, InsertHook, Middleware, Plugin
 
-STORE_KEY = "headgate.store"
-SETTINGS_KEY = "headgate.settings"
-# Callables `(app, store)` run once, when the store is first available (e.g. the API's
-# event broadcaster and operations runner start there, not at import).
-ON_STORE_READY_KEY = "headgate.on_store_ready"
-_LOCK_KEY = "headgate.store_lock"
-_READY_KEY = "headgate.store_ready"
+__all__ = ["STORE_KEY", "create_app", "get_store"]
 
 # Liveness must not depend on the database (SPEC §12), so these skip the lazy open.
 _NO_STORE_ENDPOINTS = frozenset({"healthz", "api.healthz", "api.openapi", "static"})
@@ -52,14 +46,12 @@ def create_app(
     ``identity_from_request(flask.request)`` returns), a circuit breaker, middleware,
     insert hooks and plugins. ``background=False`` leaves bulk operations to an
     external duty runner calling ``store.run_operations_batch()``."""
-    from headgate import api  # deferred: the API imports this module's get_store
-
     settings = config if config is not None else Settings.from_env()
     # Explicit root so headgate/templates and headgate/static are found however the
     # package is installed.
     app = flask.Flask("headgate", root_path=str(Path(__file__).resolve().parent.parent))
     app.extensions[SETTINGS_KEY] = settings
-    app.extensions[_LOCK_KEY] = threading.Lock()
+    app.extensions[LOCK_KEY] = threading.Lock()
     app.extensions[ON_STORE_READY_KEY] = [api.on_store_ready]
     if store is not None:
         app.extensions[STORE_KEY] = store
@@ -82,8 +74,6 @@ def create_app(
         app.wsgi_app = proxies.trust_proxies(  # type: ignore[method-assign]
             app.wsgi_app, settings.trusted_proxies)
     # The operations console at / (HG_UI_PREFIX mounts it under a path instead).
-    from headgate import dashboard
-
     dashboard.init_app(app)
 
     @app.before_request
@@ -100,23 +90,3 @@ def create_app(
 def _healthz() -> flask.Response:
     return flask.Response("ok", mimetype="text/plain")
 
-
-def get_store(app: flask.Flask | None = None) -> Any:
-    """The app's store, opening it on first use (once, even under concurrent requests)."""
-    app = app if app is not None else flask.current_app
-    store = app.extensions.get(STORE_KEY)
-    if store is not None and app.extensions.get(_READY_KEY):
-        return store
-    with app.extensions[_LOCK_KEY]:
-        store = app.extensions.get(STORE_KEY)
-        if store is None:
-            import headgate  # deferred: the package root imports the whole store layer
-
-            settings: Settings = app.extensions[SETTINGS_KEY]
-            store = headgate.open_store(settings.store_url(), **settings.store_options())
-            app.extensions[STORE_KEY] = store
-        if not app.extensions.get(_READY_KEY):
-            app.extensions[_READY_KEY] = True
-            for hook in app.extensions.get(ON_STORE_READY_KEY, ()):
-                hook(app, store)
-    return store

@@ -27,6 +27,7 @@ import flask
 
 from headgate.config import Settings, is_loopback_host
 
+from .errors import error_response
 from .segments import MARKED
 
 # Liveness probes may use any name: the answer reveals nothing.
@@ -35,8 +36,6 @@ _ANY_HOST_ENDPOINTS = frozenset({"healthz", "api.healthz"})
 
 def _refuse(message: str, status: int = 400) -> flask.Response:
     if flask.request.path.startswith("/api/"):
-        from headgate.api.errors import error_response  # deferred: api imports web
-
         return error_response(status, message)
     return flask.Response(message + "\n", status=status, mimetype="text/plain")
 
