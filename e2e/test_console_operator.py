@@ -368,3 +368,39 @@ def test_rough_edges_are_smoothed(server: Server, page: Any) -> None:
                                           "payload": "e30=", "partition_key": f"m{i}"})
     expect(row.locator(".counts")).not_to_have_text(before)
     assert page.evaluate("document.activeElement.__hgMark") == "same"
+
+
+def test_charts_overview_live_fifteen_minutes_hover_and_phone_axes(
+        server: Server, browser: Any, page: Any) -> None:
+    """Item 5: the overview has a live throughput chart; queue charts start at 15
+    minutes; hovering a minute shows its numbers; on a phone the axis text is readable."""
+    page.goto(server.base + "/")
+    live(page)
+    panel = page.locator("#throughput")
+    expect(panel.locator("svg.history")).to_be_visible()
+    arrived = panel.locator(".legend .line-arrived")
+    before = int(re.sub(r"\D", "", arrived.inner_text()))
+    for _ in range(3):
+        server.api("POST", "/jobs", json={"kind": "send_email", "queue": "emails",
+                                          "payload": "e30="})
+    page.wait_for_function(  # live: no reload
+        "n => parseInt(document.querySelector('#throughput .legend .line-arrived')"
+        ".textContent.replace(/\\D/g, '')) >= n", arg=before + 3)
+    last = page.locator("#throughput rect.hit").last
+    last.hover()
+    expect(page.locator("#throughput [data-readout]")).to_contain_text(re.compile(
+        r"\d\d:\d\d — arrived \d+ · completed \d+ · failed \d+ · rejected \d+"))
+    page.goto(server.base + "/queues/emails")
+    expect(page.locator(".seg a[aria-current]")).to_have_text("15m")
+    assert page.locator("svg.history rect.hit").count() in (15, 16)
+
+    phone = browser.new_context(viewport={"width": 390, "height": 844})
+    try:
+        pg = phone.new_page()
+        pg.goto(server.base + "/queues/emails")
+        heights = pg.locator("svg.history text.axis").evaluate_all(
+            "els => els.filter(e => getComputedStyle(e).display !== 'none')"
+            ".map(e => e.getBoundingClientRect().height)")
+        assert heights and min(heights) >= 8, heights
+    finally:
+        phone.close()

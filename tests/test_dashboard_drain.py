@@ -135,3 +135,35 @@ def test_work_that_is_not_due_is_not_backlog() -> None:
     held = queue(3, pending=3)
     f = drain.queue_forecast(held, buckets, now)
     assert present.time_to_drain({**held, "forecast": f})[:2] == ("held", "idle")
+
+
+def test_rejection_bars_are_drawn_against_their_own_axis() -> None:
+    """Item 5: 12,484 rejections in one minute beside lines of at most 500 fill their
+    strip to 12,484 / 20k of its height, and the strip's axis says 20k (the bar was
+    drawn at ~125 on the lines' 0–500 axis)."""
+    now = T0 + 10 * MIN
+    rows = [{"at_ms": T0 + i * MIN, "arrived": 500 if i == 3 else 10, "completed": 10,
+             "failed": 0, "admission_rejections": {
+                 "rate_class": 12_484 if i == 5 else 0, "concurrency_limit": 0,
+                 "quarantine": 0}} for i in range(11)]
+    chart = charts.history_chart(rows, T0, now, MIN)
+    [bar] = chart.bars
+    band = chart.rej_bottom - chart.rej_top
+    assert chart.rej_ticks[-1]["label"] == "20k"
+    assert abs(bar["h"] - band * 12_484 / 20_000) < 0.2
+    assert bar["y"] + bar["h"] == chart.rej_bottom
+    assert chart.y_ticks[-1]["label"] == "500"
+    # One hover column per minute carries that minute's numbers.
+    assert len(chart.columns) == 11
+    assert (chart.columns[5]["rejected"], chart.columns[3]["arrived"]) == (12_484, 500)
+
+
+def test_overview_throughput_sums_every_queue_per_minute() -> None:
+    counters = {"a": {T0: (3, 2, 1, 5, 0, 0)}, "b": {T0: (1, 1, 0, 0, 2, 0),
+                                                     T0 + MIN: (4, 0, 0, 0, 0, 1)}}
+    assert charts.throughput(counters) == [
+        {"at_ms": T0, "arrived": 4, "completed": 3, "failed": 1,
+         "admission_rejections": {"rate_class": 5, "concurrency_limit": 2, "quarantine": 0}},
+        {"at_ms": T0 + MIN, "arrived": 4, "completed": 0, "failed": 0,
+         "admission_rejections": {"rate_class": 0, "concurrency_limit": 0, "quarantine": 1}},
+    ]

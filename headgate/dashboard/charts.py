@@ -24,14 +24,28 @@ class HistoryChart:
     plot_bottom: int
     plot_left: int
     plot_right: int
+    rej_top: int = 0
+    rej_bottom: int = 0
     lines: dict[str, str] = field(default_factory=dict)  # series -> "x,y x,y …"
     bars: list[dict[str, Any]] = field(default_factory=list)  # rejection stacks
     y_ticks: list[dict[str, Any]] = field(default_factory=list)
+    rej_ticks: list[dict[str, Any]] = field(default_factory=list)
     x_ticks: list[dict[str, Any]] = field(default_factory=list)
+    columns: list[dict[str, Any]] = field(default_factory=list)  # hover targets, per bucket
     totals: dict[str, int] = field(default_factory=dict)
     rejections: dict[str, int] = field(default_factory=dict)
     empty: bool = True
     buckets: int = 0
+    bucket_ms: int = 60_000
+
+
+def compact(v: int) -> str:
+    """Axis labels short enough for a phone: 500, 2.5k, 12k, 1.5M."""
+    for size, unit in ((1_000_000, "M"), (1000, "k")):
+        if v >= size:
+            n = v / size
+            return f"{n:.1f}".rstrip("0").rstrip(".") + unit if n < 10 else f"{n:.0f}{unit}"
+    return str(v)
 
 
 def _nice_max(value: int) -> int:
@@ -47,13 +61,17 @@ def _nice_max(value: int) -> int:
 
 def history_chart(
     buckets: list[dict[str, Any]], since_ms: int, now_ms: int, bucket_ms: int,
-    width: int = 960, height: int = 240,
+    width: int = 960, height: int = 284,
 ) -> HistoryChart:
-    """Lines for arrived/completed/failed per bucket over [since, now], and under them
-    stacked bars of admission rejections by policy (on their own scale, in the bottom
-    quarter) so "jobs are arriving but the rate class rejects them" is visible at once."""
-    left, right, top, bottom = 44, width - 8, 10, height - 24
-    chart = HistoryChart(width, height, top, bottom, left, right)
+    """Lines for arrived/completed/failed per bucket over [since, now] on the upper
+    plot, and admission rejections by policy as stacked bars in a strip below it with
+    their OWN axis (0 and its nice maximum are labelled beside the strip), so a bar of
+    12,484 reads against 0–20,000, never against the lines' 0–500. Each bucket also gets
+    a hover column carrying its numbers for the readout (headgate.js)."""
+    left, right, top, bottom = 64, width - 12, 12, 166
+    rej_top, rej_bottom = 198, 246
+    chart = HistoryChart(width, height, top, bottom, left, right, rej_top, rej_bottom,
+                         bucket_ms=bucket_ms)
     start = since_ms - since_ms % bucket_ms
     n = max(1, (now_ms - start) // bucket_ms + 1)
     chart.buckets = n
@@ -73,41 +91,65 @@ def history_chart(
     chart.empty = not any(chart.totals.values()) and not any(chart.rejections.values())
     ymax = _nice_max(max((max(v) for v in series.values()), default=0))
     span_x = right - left
-    step = span_x / max(1, n - 1) if n > 1 else 0
+    step = span_x / n
 
-    def x(i: int) -> float:
-        return round(left + i * step, 1) if n > 1 else left + span_x / 2
+    def x(i: int) -> float:  # the middle of bucket i
+        return round(left + (i + 0.5) * step, 1)
 
     def y(v: int) -> float:
         return round(bottom - (bottom - top) * v / ymax, 1)
 
     for s in SERIES:
         chart.lines[s] = " ".join(f"{x(i)},{y(v)}" for i, v in enumerate(series[s]))
-    rej_max = max((sum(rejected[p][i] for p in POLICIES) for i in range(n)), default=0)
-    band = (bottom - top) * 0.25
-    bar_w = max(1.0, round(span_x / n * 0.7, 1))
-    if rej_max:
-        for i in range(n):
-            base = bottom
-            for p in POLICIES:
-                v = rejected[p][i]
-                if not v:
-                    continue
-                h = round(band * v / rej_max, 1)
-                chart.bars.append({"x": round(x(i) - bar_w / 2, 1), "y": round(base - h, 1),
-                                   "w": bar_w, "h": h, "policy": p, "value": v,
-                                   "at": clock(start + i * bucket_ms)})
-                base -= h
+    rej_max = _nice_max(max((sum(rejected[p][i] for p in POLICIES) for i in range(n)),
+                            default=0))
+    band = rej_bottom - rej_top
+    bar_w = max(1.0, round(step * 0.7, 1))
+    for i in range(n):
+        base = float(rej_bottom)
+        for p in POLICIES:
+            v = rejected[p][i]
+            if not v:
+                continue
+            h = round(band * v / rej_max, 1)
+            chart.bars.append({"x": round(x(i) - bar_w / 2, 1), "y": round(base - h, 1),
+                               "w": bar_w, "h": h, "policy": p, "value": v})
+            base -= h
+    chart.rej_ticks = [{"y": rej_bottom, "label": "0"},
+                       {"y": rej_top, "label": compact(rej_max)}]
     for k in range(5):
         v = ymax * k // 4
-        chart.y_ticks.append({"y": y(v), "label": str(v)})
-    marks = 6
+        chart.y_ticks.append({"y": y(v), "label": compact(v)})
+    marks = min(6, n)
     for k in range(marks):
-        i = round(k * (n - 1) / (marks - 1)) if n > 1 else 0
+        i = round(k * (n - 1) / (marks - 1)) if marks > 1 else 0
         at = start + i * bucket_ms
-        anchor = "start" if k == 0 else "end" if k == marks - 1 else "middle"
-        chart.x_ticks.append({"x": x(i), "label": clock(at)[11:16], "anchor": anchor})
+        anchor = "start" if k == 0 and marks > 1 else "end" if k == marks - 1 and marks > 1 \
+            else "middle"
+        chart.x_ticks.append({"x": x(i), "label": clock(at)[11:16], "anchor": anchor,
+                              "minor": k % 2 == 1})
+    for i in range(n):
+        at = start + i * bucket_ms
+        chart.columns.append({
+            "x": round(left + i * step, 1), "w": round(step, 1), "cx": x(i),
+            "at": clock(at)[11:16], **{s: series[s][i] for s in SERIES},
+            "rejected": sum(rejected[p][i] for p in POLICIES),
+        })
     return chart
+
+
+def throughput(counters: dict[str, dict[int, tuple[int, ...]]]) -> list[dict[str, Any]]:
+    """Every queue's per-minute counters (Store.history_counters) summed per minute, in
+    the shape history_chart reads: the overview's fleet-wide throughput."""
+    merged: dict[int, list[int]] = {}
+    for per_queue in counters.values():
+        for at, values in per_queue.items():
+            row = merged.setdefault(at, [0] * 6)
+            for k, v in enumerate(values[:6]):
+                row[k] += int(v or 0)
+    return [{"at_ms": at, "arrived": r[0], "completed": r[1], "failed": r[2],
+             "admission_rejections": dict(zip(POLICIES, r[3:6], strict=True))}
+            for at, r in sorted(merged.items())]
 
 
 def bar_fraction(value: float | int | None, total: float | int | None) -> float:

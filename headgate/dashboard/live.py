@@ -50,12 +50,13 @@ TICK_INTERVAL_S = 2.0
 MAX_TOPICS_PER_SOCKET = 200
 MAX_JOB_TOPICS = 500  # union over all sockets, per frame
 _TOPIC_RE = re.compile(r"^(totals|counts|queues|queue|workers|cluster|rate_classes|quarantine|"
-                       r"periodic|partitions|job|sheet|op):?(.{0,300})$", re.S)
+                       r"periodic|partitions|job|sheet|op|throughput):?(.{0,300})$", re.S)
 # Topics refreshed on store activity / on the slow tick.
 ON_ACTIVITY = frozenset({"totals", "counts", "queues", "queue", "cluster", "rate_classes",
-                         "quarantine", "periodic", "partitions", "job", "sheet", "op"})
+                         "quarantine", "periodic", "partitions", "job", "sheet", "op",
+                         "throughput"})
 ON_TICK = frozenset({"queues", "queue", "workers", "cluster", "rate_classes", "periodic",
-                     "sheet", "op"})
+                     "sheet", "op", "throughput"})
 
 sock = Sock()
 
@@ -243,6 +244,8 @@ def load_topics(store: Any, topics: set[str]) -> dict[str, Any]:
             out[topic] = store.get_job(key) if kind == "job" else views.sheet_data(store, key)
         elif kind == "op":
             out[topic] = store.get_operation(key)
+        elif kind == "throughput":
+            out[topic] = views.throughput_chart(store)
     return out
 
 

@@ -30,10 +30,12 @@ PAGE_SIZE = 50
 WORKER_STALE_MS = 900_000
 WORKER_ALL_MS = 315_576_000_000_000
 HISTORY_RANGES: dict[str, tuple[int, int]] = {  # label -> (span, bucket)
+    "15m": (900_000, 60_000),
     "1h": (3_600_000, 60_000),
     "6h": (6 * 3_600_000, 300_000),
     "24h": (24 * 3_600_000, 900_000),
 }
+THROUGHPUT_SPAN_MS = 15 * 60_000
 NAV: tuple[tuple[str, str, str], ...] = (
     ("overview", "dashboard.overview", "Queues"),
     ("jobs", "dashboard.jobs", "Jobs"),
@@ -248,8 +250,18 @@ def overview() -> str:
     served = {q for w in live for q in w.get("queues", [])}
     queues = queue_rows_data(s, served)
     counts = s.counts()
+    chart = throughput_chart(s)
     return render("overview.html", page="overview", title="Queues", queues=queues,
-                  counts=counts, workers=live, served=served)
+                  counts=counts, workers=live, served=served, chart=chart)
+
+
+def throughput_chart(s: Any) -> charts.HistoryChart:
+    """The overview's chart: every queue's per-minute counters of the last 15 minutes,
+    summed (one read)."""
+    now = s.now_ms()
+    since = now - THROUGHPUT_SPAN_MS
+    return charts.history_chart(charts.throughput(s.history_counters(since - since % 60_000)),
+                                since, now, 60_000)
 
 
 @bp.get("/queues/<path:name>")
@@ -258,15 +270,15 @@ def queue(name: str) -> str:
     stats = next((q for q in queue_rows_data(s) if q["queue"] == name), None)
     if stats is None:
         not_found(f"There is no queue named “{name}”.")
-    span_key = flask.request.args.get("range", "1h")
-    span, bucket = HISTORY_RANGES.get(span_key, HISTORY_RANGES["1h"])
+    span_key = flask.request.args.get("range", "15m")
+    span, bucket = HISTORY_RANGES.get(span_key, HISTORY_RANGES["15m"])
     now = s.now_ms()
     since = now - span
     hist = s.history(name, since, bucket)
     chart = charts.history_chart(hist, since, now, bucket)
     limits = [c for c in s.concurrency_limits() if c["queue"] == name]
     return render("queue.html", page="queue", title=f"Queue {name}", q=stats, chart=chart,
-                  range_key=span_key if span_key in HISTORY_RANGES else "1h",
+                  range_key=span_key if span_key in HISTORY_RANGES else "15m",
                   ranges=HISTORY_RANGES, limits=limits)
 
 

@@ -510,6 +510,29 @@
     sendTopics(false);
   });
 
+  /* -- chart readout: the numbers of the minute under the pointer ----------------- */
+  function readout(hit) {
+    var fig = hit.closest("[data-chart]");
+    if (!fig) return;
+    var d = hit.dataset;
+    var line = fig.querySelector("line.guide");
+    if (line) { line.setAttribute("x1", d.cx); line.setAttribute("x2", d.cx); }
+    var out = fig.querySelector("[data-readout]");
+    if (out) {
+      out.textContent = d.at + " — arrived " + d.arrived + " · completed " + d.completed +
+        " · failed " + d.failed + " · rejected " + d.rejected;
+      out.classList.add("on");
+    }
+  }
+  document.addEventListener("pointerover", function (evt) {
+    var hit = evt.target.closest && evt.target.closest("svg.history rect.hit");
+    if (hit) readout(hit);
+  });
+  document.addEventListener("pointerdown", function (evt) {
+    var hit = evt.target.closest && evt.target.closest("svg.history rect.hit");
+    if (hit) readout(hit);
+  });
+
   /* -- keys ------------------------------------------------------------------------ */
   var gPending = false;
   document.addEventListener("keydown", function (evt) {
