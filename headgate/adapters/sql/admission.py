@@ -9,7 +9,7 @@ claimed rows are read in full, so a blocked backlog never costs payload reads.
 This is SQLite's admission. On PostgreSQL the same decision is the server-side function
 headgate_admit_v2() (headgate/db/postgres/functions/admit.sql, called from
 headgate/adapters/postgres/admission.py): a policy change must be made in both, and
-tests/test_postgres_server_side.py replays scenarios through both and compares them.
+tests/store/test_postgres_server_side.py replays scenarios through both and compares them.
 """
 
 from __future__ import annotations
