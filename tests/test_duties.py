@@ -1,5 +1,7 @@
 """The duty runner (SPEC §6): duty leases across processes, hand-over, failing duties,
-and the maintenance duties' effects (retention, prune, stale workers, queue depth).
+and the maintenance duties' effects (retention, stale workers, queue depth). The store
+primitives under them (duty leases, prune) are tests/store/test_port_duties.py and
+test_port_retention.py.
 
 Multi-process tests spawn real interpreters running a small script on one SQLite file
 and kill them with real signals; everything runs on the real clock.
@@ -301,17 +303,6 @@ def test_runner_rejects_unknown_duties(db_url: str) -> None:
 SHORT_TTL_MS = 300  # with 0.1 s intervals: a run of 1 s outlasts three leases
 
 
-def test_renew_extends_only_an_unexpired_lease_of_its_holder(store: Store) -> None:
-    assert store.claim_duty("d", "a", 60_000)
-    assert store.renew_duty("d", "a", 60_000)
-    assert not store.renew_duty("d", "b", 60_000)
-    store.release_duty("d", "a")  # a's lease lapses; b takes it, runs, steps down
-    assert store.claim_duty("d", "b", 60_000)
-    store.release_duty("d", "b")
-    assert not store.renew_duty("d", "a", 60_000)  # b ran meanwhile: a must not go on
-    assert store.claim_duty("d", "a", 60_000)  # a fresh claim is a fresh run
-
-
 def test_two_runners_never_run_a_slow_duty_at_once(
     store: Store, open_more, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -467,34 +458,6 @@ def test_retention_deletes_only_what_is_due_never_quarantined(
     assert list(left.values()).count(headgate.State.QUARANTINED) == 1
 
 
-def test_prune_counts_then_deletes_terminal_jobs_but_never_quarantined(
-    store: Store, quarantine, all_jobs
-) -> None:
-    client = Client(store)
-    done = [client.enqueue("k", b"%d" % i, queue="q") for i in range(4)]
-    _complete(store, "q")
-    cancelled = client.enqueue("k", b"c", queue="q2")
-    store.operator_cancel(cancelled)
-    quarantine(store, "poison", b"x")
-    fresh = client.enqueue("k", b"fresh", queue="q3")
-    time.sleep(0.05)
-    assert store.prune(3_600_000, dry_run=True)["total"] == 0  # nothing that old
-    report = store.prune(10, dry_run=True)
-    assert report["counts"]["completed"] == 4
-    assert report["counts"]["cancelled"] == 1
-    assert "quarantined" not in report["counts"]
-    assert (report["total"], report["deleted"], report["dry_run"]) == (5, 0, True)
-    assert all(store.get_job(j) is not None for j in done)
-    real = store.prune(10, dry_run=False)
-    assert (real["total"], real["deleted"]) == (5, 5)
-    states = sorted(j.state.value for j in all_jobs(store))
-    assert states == ["available", "quarantined"]
-    assert store.get_job(fresh) is not None
-    assert store.counts().get("completed", 0) == 0
-    with pytest.raises(headgate.core.InvalidInput):
-        store.prune(-1, dry_run=True)
-
-
 def _beat(store: Store, worker_id: str) -> None:
     store.heartbeat({"worker_id": worker_id, "host": "h", "pid": 1, "queues": ["q"],
                      "concurrency": 1})
@@ -590,7 +553,6 @@ def test_concurrent_runners_in_threads_share_one_lease(db_url: str) -> None:
         s.close()
     assert sum(1 for t in totals if t > 0) == 1
     assert all(len(h) <= 1 for h in seen)
-
 
 
 # -- headgate serve ----------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The lifecycle of SPEC §4 through a real store: every transition-table row, the
 invariants checked after every step, fenced writes, crash accounting to quarantine,
-operator actions, sweeps and duty leases."""
+operator actions and sweeps. Duty leases are test_port_duties.py."""
 
 from __future__ import annotations
 
@@ -587,24 +587,3 @@ def test_reclaim_leaves_live_leases_alone(store: Store, client: Client, chk: Che
     claim = chk.one(lease_ms=60_000)
     assert store.reclaim_expired() == 0
     assert get(store, claim.job.id).state is State.RUNNING
-
-
-# -- duty leases -------------------------------------------------------------------------------
-
-def test_duty_lease_is_a_singleton_on_store_time(store: Store) -> None:
-    assert store.claim_duty("reclaimer", "serve-a", ttl_ms=200)
-    assert not store.claim_duty("reclaimer", "serve-b", ttl_ms=200)
-    assert store.claim_duty("reclaimer", "serve-a", ttl_ms=200)  # the holder renews
-    assert store.claim_duty("promoter", "serve-b", ttl_ms=60_000)  # other duties are separate
-    store.release_duty("reclaimer", "serve-b")  # not the holder: no effect
-    assert not store.claim_duty("reclaimer", "serve-b", ttl_ms=200)
-    holders = {d["name"]: d for d in store.duty_holders()}
-    assert holders["reclaimer"]["holder"] == "serve-a"
-    wait_until(store, holders["reclaimer"]["expires_at_ms"] + 1)
-    assert store.claim_duty("reclaimer", "serve-b", ttl_ms=60_000)  # expired: taken over
-    assert not store.claim_duty("reclaimer", "serve-a", ttl_ms=200)
-    store.release_duty("reclaimer", "serve-b")  # stepping down
-    assert store.claim_duty("reclaimer", "serve-a", ttl_ms=200)
-    assert not store.claim_duty("promoter", "serve-a", ttl_ms=200)
-    with pytest.raises(InvalidInput, match="ttl_ms"):
-        store.claim_duty("reclaimer", "serve-a", ttl_ms=0)
