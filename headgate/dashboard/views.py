@@ -15,9 +15,9 @@ from urllib.parse import quote
 import flask
 from werkzeug.exceptions import HTTPException
 
-from headgate.api.errors import API_PREFIX, handle_http_exception
 from headgate.core import HeadgateError, Job, JobFilter, JobPage, drain, names
 from headgate.web import failed_attempts
+from headgate.web.errors import error_response
 from headgate.web.globals import get_store
 
 from . import auth, charts, present
@@ -148,12 +148,15 @@ def _not_found(exc: HTTPException) -> tuple[str, int]:
 @bp.app_errorhandler(404)
 def _unknown_path(exc: HTTPException) -> Any:
     """A path no route matches gets the console's own page, not Werkzeug's bare "Not
-    Found", when it is below the console's prefix; API paths keep the API's JSON 404
-    (this handler is more specific than the API's HTTPException one, so it defers)."""
+    Found", when it is below the console's prefix. This handler is more specific than
+    the API's HTTPException one, so under /api/ it answers the API's JSON 404 itself
+    (through the shared web.errors envelope), and elsewhere it leaves Werkzeug's."""
     prefix = flask.current_app.extensions.get("headgate.dashboard", {}).get("url_prefix", "")
     path = flask.request.path
-    if path.startswith(API_PREFIX) or not path.startswith(prefix or "/"):
-        return handle_http_exception(exc)
+    if path.startswith("/api/"):
+        return error_response(404, "not found")
+    if not path.startswith(prefix or "/"):
+        return exc
     if flask.request.url_rule is None:  # no route at all, rather than a missing record
         return flask.render_template("dashboard/404.html", page="", title="Not found",
                                      message=f"There is no console page at {path}."), 404
