@@ -17,6 +17,10 @@ DEFAULT_SQLITE_PATH = "headgate.db"
 DEFAULT_API_ADDR = "127.0.0.1:8080"
 DEFAULT_LEASE_MS = 30_000
 DEFAULT_AUTH_FAILURES_PER_MINUTE = 20
+# History and latency buckets are kept this long. The minimum covers the console's
+# longest chart (24 hours in 15-minute buckets) with an hour to spare.
+DEFAULT_HISTORY_RETENTION_MS = 7 * 24 * 3_600_000
+MIN_HISTORY_RETENTION_MS = 25 * 3_600_000
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -49,6 +53,18 @@ def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
     if value < 1:
         # SPEC §3.1: a zero duration is rejected naming the minimum, never clamped.
         raise ConfigError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+def history_retention_ms_from_env(env: Mapping[str, str] | None = None) -> int:
+    """HG_HISTORY_RETENTION_MS (Settings.history_retention_ms): also read by a
+    DutyRunner not handed a value, so a worker holding the retention duty keeps the
+    same horizon as the server."""
+    env = os.environ if env is None else env
+    value = _positive_int(env, "HG_HISTORY_RETENTION_MS", DEFAULT_HISTORY_RETENTION_MS)
+    if value < MIN_HISTORY_RETENTION_MS:
+        raise ConfigError(f"HG_HISTORY_RETENTION_MS must be at least "
+                          f"{MIN_HISTORY_RETENTION_MS} (25 hours), got {value}")
     return value
 
 
@@ -170,6 +186,8 @@ class Settings:
     migrate: bool = True
     # Reverse proxies whose X-Forwarded-For / Forwarded headers name the client.
     trusted_proxies: TrustedProxies = None
+    # How long the retention duty keeps history and latency buckets.
+    history_retention_ms: int = DEFAULT_HISTORY_RETENTION_MS
 
     def __post_init__(self) -> None:
         if self.store not in ("sqlite", "pg"):
@@ -201,6 +219,7 @@ class Settings:
                 env, "HG_AUTH_FAILURES_PER_MINUTE", DEFAULT_AUTH_FAILURES_PER_MINUTE),
             migrate=_bool(env, "HG_MIGRATE", default=True),
             trusted_proxies=parse_trusted_proxies(env.get("HG_TRUSTED_PROXIES", "")),
+            history_retention_ms=history_retention_ms_from_env(env),
         )
 
     def store_url(self) -> str:

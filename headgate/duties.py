@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from headgate.config import MIN_HISTORY_RETENTION_MS, history_retention_ms_from_env
 from headgate.scheduling import fire_due_schedules
 from headgate.store.port import Store
 from headgate.streak import FailureStreak
@@ -133,6 +134,7 @@ class DutyRunner:
         max_batches: int = DEFAULT_MAX_BATCHES,
         forget_workers_after_ms: int = DEFAULT_FORGET_WORKERS_MS,
         misfire_grace_ms: int = DEFAULT_MISFIRE_GRACE_MS,
+        history_retention_ms: int | None = None,
     ) -> None:
         merged = dict(DEFAULT_INTERVALS)
         for name, seconds in (intervals or {}).items():
@@ -147,6 +149,11 @@ class DutyRunner:
                 raise ValueError(f"unknown duty {name!r}: one of {', '.join(STANDARD_DUTIES)}")
         if forget_workers_after_ms < 1:
             raise ValueError("forget_workers_after_ms must be >= 1")
+        if history_retention_ms is None:  # HG_HISTORY_RETENTION_MS or its default
+            history_retention_ms = history_retention_ms_from_env()
+        if history_retention_ms < MIN_HISTORY_RETENTION_MS:
+            raise ValueError(f"history_retention_ms must be >= {MIN_HISTORY_RETENTION_MS}")
+        self.history_retention_ms = history_retention_ms
         self.store = store
         self.holder = holder or default_holder()
         self.client = client
@@ -189,9 +196,7 @@ class DutyRunner:
                 store, limit=SCHEDULES_PER_TICK, client=self.client,
                 misfire_grace_ms=self.misfire_grace_ms,
                 still_held=lambda: self.still_held("scheduler")),
-            # Expired jobs, then unique keys whose window passed (both bounded batches).
-            "retention": lambda: (self._drain(store.evict_retained)
-                                  + self._drain(store.prune_uniques)),
+            "retention": self._retention,
             "worker_aging": lambda: store.forget_workers(self.forget_workers_after_ms),
             "history": store.record_queue_depths,
         }
@@ -199,6 +204,15 @@ class DutyRunner:
         if callable(operations):
             functions["operations"] = lambda: operations(self.batch_size)
         return functions
+
+    def _retention(self) -> int:
+        """Expired jobs, unique keys whose window passed, lifecycle keys whose job is
+        gone (a sweep continuing where it stopped), then buckets past the history
+        horizon: each in bounded batches."""
+        store = self.store
+        return (self._drain(store.evict_retained) + self._drain(store.prune_uniques)
+                + self._drain(store.prune_orphan_uniques)
+                + self._drain(lambda n: store.prune_history(self.history_retention_ms, n)))
 
     def _drain(self, fn: Callable[[int], int]) -> int:
         """Call a batch method until it returns a short batch or the per-tick bound."""

@@ -275,10 +275,23 @@ SCHEMAS: dict[str, Any] = {
     "PruneRequest": obj({"older_than_ms": I64, "dry_run": BOOL}, ["older_than_ms"]),
     "SystemStorage": obj({
         "engine": STR, "path": nullable(STR), "size_bytes": nullable(INT),
-        "uniques": obj({"rows": INT, "expired": INT}, ["rows", "expired"]),
-    }, ["engine", "path", "size_bytes", "uniques"], desc=(
-        "Unique keys: all kept rows, and window keys past their window (pruned by the "
-        "retention duty in bounded batches).")),
+        "uniques": obj({
+            "rows": INT, "expired": INT,
+            "orphans": obj({"pruned": INT, "passes": INT, "pass_at_ms": nullable(I64)},
+                           ["pruned", "passes", "pass_at_ms"]),
+        }, ["rows", "expired", "orphans"]),
+        "buckets": obj({
+            "retention_ms": I64,
+            **{table: obj({"rows": INT, "expired": INT, "oldest_bucket_ms": nullable(I64)},
+                          ["rows", "expired", "oldest_bucket_ms"])
+               for table in ("history", "latency")},
+        }, ["retention_ms", "history", "latency"]),
+    }, ["engine", "path", "size_bytes", "uniques", "buckets"], desc=(
+        "Unique keys: all kept rows, window keys past their window, and the sweep for "
+        "lifecycle keys whose job was deleted (keys pruned, passes finished, when the "
+        "last pass ended). History and latency buckets: kept, older than the horizon "
+        "(HG_HISTORY_RETENTION_MS), the oldest. The retention duty prunes all of them "
+        "in bounded batches.")),
     "PruneResult": obj({
         "dry_run": BOOL, "older_than_ms": INT, "cutoff_ms": INT,
         "counts": {"type": "object", "additionalProperties": INT}, "total": INT,

@@ -74,10 +74,15 @@ def storage_info(s: Any) -> dict[str, Any]:
 
 @bp.get("/system/storage")
 def system_storage() -> flask.Response:
-    """The storage figures of /system/info plus the unique keys: how many are kept and
-    how many are past their window (the retention duty prunes those)."""
+    """The storage figures of /system/info plus what the retention duty keeps in check:
+    unique keys (kept, past their window, the orphan sweep's totals) and the history and
+    latency buckets (kept, older than the horizon, the oldest)."""
     s = store()
-    return json_response({**storage_info(s), "uniques": s.unique_key_counts()})
+    horizon = api_state().settings.history_retention_ms
+    return json_response({
+        **storage_info(s), "uniques": s.unique_key_counts(),
+        "buckets": {"retention_ms": horizon, **s.history_bucket_counts(horizon)},
+    })
 
 
 @bp.get("/system/info")

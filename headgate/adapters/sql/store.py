@@ -25,6 +25,7 @@ from headgate.store.port import Store
 
 from . import (
     admission,
+    buckets,
     control,
     enqueue,
     inspect,
@@ -174,9 +175,26 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
         with self.db.write() as (conn, now):
             return uniques.prune_expired(conn, now, limit)
 
-    def unique_key_counts(self) -> dict[str, int]:
+    def prune_orphan_uniques(self, limit: int = 1000) -> int:
+        check_int("limit", limit, 1)
+        with self.db.write() as (conn, now):
+            return uniques.sweep_orphans(conn, now, limit)
+
+    def unique_key_counts(self) -> dict[str, Any]:
         with self.db.read() as conn:
-            return uniques.counts(conn, self.now_ms())
+            return {**uniques.counts(conn, self.now_ms()),
+                    "orphans": uniques.orphan_sweep_state(conn)}
+
+    def prune_history(self, older_than_ms: int, limit: int = 1000) -> int:
+        check_int("older_than_ms", older_than_ms, 0)
+        check_int("limit", limit, 1)
+        with self.db.write() as (conn, now):
+            return buckets.prune_older(conn, now - older_than_ms, limit)
+
+    def history_bucket_counts(self, older_than_ms: int) -> dict[str, dict[str, Any]]:
+        check_int("older_than_ms", older_than_ms, 0)
+        with self.db.read() as conn:
+            return buckets.counts(conn, self.now_ms() - older_than_ms)
 
     def latency_histograms(self, since_ms: int) -> list[tuple[str, int, str, int, int, int]]:
         with self.db.read() as conn:
