@@ -1,5 +1,6 @@
-"""Periodic schedules (SPEC §9): storage at the store port, firing and run-now through
-headgate.scheduling, events.
+"""Periodic schedules (SPEC §9): firing and run-now through
+headgate.scheduling, events. Storage and the firing steps at the store port are
+tests/store/test_port_periodic.py.
 
 Real databases and real time: schedules tick every few hundred milliseconds and the
 tests sleep through them. Where a test needs one exact tick it passes `now_ms` equal to
@@ -19,7 +20,6 @@ import headgate
 from headgate import Client, Store
 from headgate.client import EnqueueContext
 from headgate.core import InvalidInput, NotFound
-from headgate.core.schedule_spec import next_after
 from headgate.scheduling import fire_due_schedules, run_schedule_now
 
 
@@ -42,78 +42,7 @@ def periodic_jobs(all_jobs: Callable[..., list[headgate.Job]], store: Store,
                   key=lambda j: j.periodic_tick_ms or 0)
 
 
-# -- storage ------------------------------------------------------------------------
-
-
-def test_upsert_returns_wire_fields_with_defaults(store: Store) -> None:
-    before = store.now_ms()
-    row = store.upsert_schedule({"id": "daily", "kind": "report", "spec": "0 3 * * *"})
-    assert row["next_run_ms"] == next_after("0 3 * * *", row["updated_at_ms"])
-    assert row["next_run_ms"] > before
-    assert {k: row[k] for k in ("id", "kind", "queue", "spec", "last_enqueued_ms",
-                                "on_missed", "backfill_limit", "paused", "partition_key",
-                                "rate_class", "priority", "max_attempts", "retention_ms",
-                                "payload")} == {
-        "id": "daily", "kind": "report", "queue": "default", "spec": "0 3 * * *",
-        "last_enqueued_ms": None, "on_missed": "skip", "backfill_limit": 0,
-        "paused": False, "partition_key": "", "rate_class": "", "priority": 0,
-        "max_attempts": 25, "retention_ms": 0, "payload": b"",
-    }
-    assert store.get_schedule("daily") == row
-    assert store.list_schedules() == [row]
-    assert store.get_schedule("nope") is None
-
-
-def test_unchanged_spec_keeps_next_run_changed_spec_reanchors(store: Store) -> None:
-    first = store.upsert_schedule(sched(spec="@every:3600000", priority=1))
-    time.sleep(0.02)
-    # Same spec, other fields edited: the next tick does not move.
-    again = store.upsert_schedule(sched(spec="@every:3600000", priority=7, queue="q2"))
-    assert again["next_run_ms"] == first["next_run_ms"]
-    assert (again["priority"], again["queue"]) == (7, "q2")
-    assert again["created_at_ms"] == first["created_at_ms"]
-    # A dict read back from the store round-trips (read-only keys are ignored).
-    assert store.upsert_schedule(again)["next_run_ms"] == first["next_run_ms"]
-    # A changed spec re-anchors to its own first tick after now.
-    changed = store.upsert_schedule(sched(spec="@every:7000"))
-    assert changed["next_run_ms"] % 7000 == 0
-    assert changed["next_run_ms"] == next_after("@every:7000", changed["updated_at_ms"])
-    tz = store.upsert_schedule(sched(spec="CRON_TZ=Europe/Paris 0 9 * * MON-FRI"))
-    assert tz["next_run_ms"] == next_after(tz["spec"], tz["updated_at_ms"])
-
-
-@pytest.mark.parametrize(("fields", "words"), [
-    ({"spec": "* * *"}, "5 fields"),
-    ({"spec": "CRON_TZ=Nowhere/Land 0 * * * *"}, "Nowhere/Land"),
-    ({"spec": "CRON_TZ=UTC @every:1000"}, "CRON_TZ"),
-    ({"spec": "@every:0"}, "@every"),
-    ({"on_missed": "sometimes"}, "on_missed must be skip|run_once|backfill"),
-    ({"backfill_limit": -1}, "backfill_limit"),
-    ({"backfill_limit": 10**6}, "backfill_limit"),
-    ({"max_attempts": 0}, "max_attempts"),
-    ({"retention_ms": -5}, "retention_ms"),
-    ({"priority": "high"}, "priority"),
-    ({"paused": "yes"}, "paused"),
-    ({"queue": ""}, "queue"),
-    ({"kind": ""}, "kind"),
-    ({"payload": b"x" * (1024 * 1024 + 1)}, "payload"),
-    ({"payload": "text"}, "payload"),
-    ({"id": ""}, "id"),
-    ({"id": "x" * 201}, "id"),
-    ({"colour": "red"}, "unknown schedule field: colour"),
-])
-def test_invalid_schedules_are_rejected_naming_the_problem(
-    store: Store, fields: dict[str, Any], words: str
-) -> None:
-    with pytest.raises(InvalidInput) as info:
-        store.upsert_schedule({**sched(), **fields})
-    assert words in str(info.value)
-    assert store.list_schedules() == []
-
-
-def test_missing_required_field(store: Store) -> None:
-    with pytest.raises(InvalidInput, match="spec is required"):
-        store.upsert_schedule({"id": "a", "kind": "k"})
+# -- deleting a fired schedule ---------------------------------------------------------
 
 
 def test_delete_keeps_events(store: Store) -> None:
