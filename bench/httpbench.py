@@ -4,9 +4,9 @@
         [--connections 8] [--pg-url postgresql://…/postgres]
 
 The ceiling (issue 22): what the same server configuration answers for a trivial JSON
-POST route. It is started by headgate's own `headgate.cli._run_gunicorn`, the function
-`headgate serve` runs, with `headgate.web.create_app` swapped for a three-line Flask app
-(`POST /api/v1/jobs`: parse the JSON body, answer 201 with a small JSON object) and
+POST route. It is started by `headgate.server.run_gunicorn` with the options
+`headgate.server.gunicorn_options` gives `headgate serve`, serving a three-line Flask app
+(`POST /api/v1/jobs`: parse the JSON body, answer 201 with a small JSON object) with
 duties off, so the gunicorn options (one process, gthread, 16 threads, timeouts) are the
 very ones serve builds, whatever they become. headgate is `headgate serve --addr …
 --threads 16 --store URL` with its defaults (duties on), on a fresh SQLite file or a
@@ -57,10 +57,10 @@ def ceiling_server(addr: str, threads: int, processes: int) -> None:
     """headgate's gunicorn configuration serving a trivial JSON POST route."""
     import flask
 
-    import headgate.web
-    from headgate import cli
+    from headgate import server
+    from headgate.config import Settings
 
-    def create_app(*_: Any, **__: Any) -> flask.Flask:
+    def create_app() -> flask.Flask:
         app = flask.Flask("ceiling")
 
         @app.post("/api/v1/jobs")
@@ -74,13 +74,11 @@ def ceiling_server(addr: str, threads: int, processes: int) -> None:
 
         return app
 
-    headgate.web.create_app = create_app  # _run_gunicorn imports these at call time
-    headgate.web.get_store = lambda app=None: None  # type: ignore[assignment]
-    settings = cli._settings("sqlite:///" + tempfile.mktemp(suffix=".db"), False)
-    from dataclasses import replace
-
-    kwargs: dict[str, Any] = {"processes": processes} if processes > 1 else {}
-    cli._run_gunicorn(replace(settings, api_addr=addr), threads, False, **kwargs)
+    config = server.ServerConfig(Settings(api_addr=addr), threads=threads, duties=False)
+    options = server.gunicorn_options(config)
+    if processes > 1:
+        options["workers"] = processes
+    raise SystemExit(server.run_gunicorn(options, create_app))
 
 
 # -- orchestration ------------------------------------------------------------------------

@@ -6,8 +6,8 @@ Other subcommands (``worker``, ``demo``, ``bench``) attach to the same ``main`` 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
-from typing import Any, NoReturn
+from dataclasses import replace
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -15,10 +15,8 @@ from headgate import __version__
 from headgate.config import ConfigError, Settings, redact_url
 from headgate.core import StoreUnavailable
 
-# gthread workers heartbeat from their event loop, not per request, so this bounds a
-# hung worker without cutting off long-held SSE/WebSocket connections.
-WORKER_TIMEOUT_S = 120
-GRACEFUL_TIMEOUT_S = 10
+if TYPE_CHECKING:
+    from headgate.server import ServedApp, ServerConfig
 
 # 2 = usage/configuration error, as click uses for bad arguments.
 EXIT_USAGE = 2
@@ -52,18 +50,6 @@ def _settings(store_url: str | None, migrate: bool | None = None) -> Settings:
     except ConfigError as exc:
         _fail(str(exc))
     return settings
-
-
-def _check_store(settings: Settings) -> None:
-    """Open the store once (migrating when asked) and close it, so a server refuses to
-    start on an unusable store instead of failing in its gunicorn worker."""
-    import headgate  # deferred: pulls in the whole store layer
-
-    try:
-        store = headgate.open_store(settings.store_url(), **settings.store_options())
-    except StoreUnavailable as exc:
-        _store_failed(exc)
-    store.close()
 
 
 def _configure_logging(level: str, fmt: str = "text") -> None:
@@ -185,128 +171,42 @@ def serve(addr: str | None, store_url: str | None, threads: int, duties: bool,
     in-process worker (--workers N --app). Exit codes: 0 after SIGTERM/SIGINT, 2 for
     configuration errors, 69 when the store is unavailable (unreachable, not a database,
     its schema newer than this headgate, or behind it with migrations off)."""
+    from headgate.server import InProcessWorker, ServerConfig
+
     settings = _settings(store_url, migrate)
     addr = _bind_addr(settings, addr)
-    pool = _worker_pool(workers, app_ref, drain_ms)
-    _configure_logging(log_level, log_format.lower())
-    _check_store(settings)
-    _run_gunicorn(replace(settings, api_addr=addr), threads, duties, pool)
-
-
-@dataclass(frozen=True)
-class _WorkerPool:
-    """`serve --workers N --app REF`: a worker run inside the server process."""
-
-    app_ref: str
-    concurrency: int
-    drain_ms: int
-
-    def start(self, settings: Settings) -> Any:
-        from headgate.worker.launcher import load_worker
-
-        worker = load_worker(self.app_ref, settings.store_url(), migrate=settings.migrate)
-        # The server process runs its own duties (or was told not to with --no-duties).
-        worker.configure(concurrency=self.concurrency, drain_ms=self.drain_ms, duties=False)
-        return worker.start()
-
-
-def _worker_pool(workers: int, app_ref: str | None, drain_ms: int) -> _WorkerPool | None:
-    """Checked before the server starts: a wrong --app fails the command, not the
-    gunicorn worker after fork."""
-    if not workers:
-        if app_ref is not None:
-            _fail("--app needs --workers N")
-        return None
-    if app_ref is None:
+    if workers and app_ref is None:
         _fail("--workers needs --app MODULE:FACTORY (a callable taking a store and "
               "returning a Worker)")
-    from headgate.worker import Worker
-    from headgate.worker.launcher import import_object
-
-    try:
-        factory = import_object(app_ref)
-    except ConfigError as exc:
-        _fail(str(exc))
-    if callable(getattr(factory, "build_worker", None)):  # a headgate.App
-        return _WorkerPool(app_ref, workers, drain_ms)
-    if isinstance(factory, Worker) or not callable(factory):
-        _fail(f"{app_ref} must be a headgate.App or a callable taking a store and returning "
-              "a Worker: the server's worker uses the server's store")
-    return _WorkerPool(app_ref, workers, drain_ms)
+    if app_ref is not None and not workers:
+        _fail("--app needs --workers N")
+    pool = InProcessWorker(app_ref, workers, drain_ms) if app_ref is not None else None
+    _configure_logging(log_level, log_format.lower())
+    _serve(ServerConfig(replace(settings, api_addr=addr), threads, duties, pool))
 
 
-def _start_duties(app: Any, store: Any) -> Any:
-    """The serve process's DutyRunner. Periodic jobs go through the API's producer, so
-    its enqueue authorizer, middleware and hooks apply to them too."""
-    from headgate.duties import DutyRunner
-
-    client = None
-    try:
-        from headgate.api.context import api_state
-
-        client = api_state(app).producer(store)
-    except (ImportError, KeyError):  # API not mounted: a plain Client
-        pass
-    runner = DutyRunner(store, client=client)
-    runner.start()
-    return runner
-
-
-def _run_gunicorn(settings: Settings, threads: int, duties: bool = True,
-                  pool: _WorkerPool | None = None) -> None:
-    # Imported here so `headgate migrate` and `--help` stay light.
-    from gunicorn.app.base import BaseApplication
-
+def _served_app(settings: Settings, *, background: bool) -> ServedApp:
+    """serve's app: ``create_app``, its store opened now, and the API's producer (the
+    duties fire periodic jobs through it)."""
+    from headgate.api.context import api_state
+    from headgate.server import ServedApp
     from headgate.web import create_app, get_store
 
-    class _Server(BaseApplication):  # type: ignore[misc]
-        def __init__(self) -> None:
-            self._options: dict[str, Any] = {
-                "bind": [settings.api_addr],
-                "workers": 1,
-                "worker_class": "gthread",
-                "threads": threads,
-                "timeout": WORKER_TIMEOUT_S,
-                # An in-process worker drains after the requests, within this bound.
-                "graceful_timeout": GRACEFUL_TIMEOUT_S + (
-                    -(-pool.drain_ms // 1000) + 5 if pool is not None else 0),
-                "proc_name": "headgate",
-                # Default control socket is one fixed path per user: two servers
-                # (or parallel tests) would fight over it, and we don't use it.
-                "control_socket_disable": True,
-                # In the worker process, on its way out: step down from duty leases
-                # so another server takes over on its next tick, not after the TTL.
-                "worker_exit": lambda server, worker: self._stop(),
-            }
-            self._duties: Any = None
-            self._worker: Any = None
-            super().__init__()
+    app = create_app(config=settings, background=background)
+    store = get_store(app)
+    return ServedApp(app, store, api_state(app).producer(store))
 
-        def _stop(self) -> None:
-            if self._worker is not None:  # drain first: its jobs may need the duties
-                self._worker.stop(pool.drain_ms if pool is not None else None,
-                                  timeout=GRACEFUL_TIMEOUT_S + 30)
-            if self._duties is not None:
-                self._duties.stop()
 
-        def load_config(self) -> None:
-            for key, value in self._options.items():
-                self.cfg.set(key, value)
+def _serve(config: ServerConfig) -> NoReturn:
+    from headgate import server
 
-        def load(self) -> Any:
-            # Runs in the worker, after fork, so no DB connection crosses a fork.
-            # With duties on, bulk operations run under the operations duty lease.
-            app = create_app(config=settings, background=not duties)
-            # Open (and migrate) now: a bad store URL should fail start-up, not the
-            # first request.
-            store = get_store(app)
-            if duties:
-                self._duties = _start_duties(app, store)
-            if pool is not None:
-                self._worker = pool.start(settings)
-            return app
-
-    _Server().run()
+    try:
+        code = server.run_server(config, _served_app)
+    except StoreUnavailable as exc:
+        _store_failed(exc)
+    except ConfigError as exc:
+        _fail(str(exc))
+    click.get_current_context().exit(code)
 
 
 @main.command()
@@ -321,7 +221,7 @@ def migrate(store_url: str | None) -> None:
     settings = _settings(store_url, migrate=True)
     url = settings.store_url()
     try:
-        store = headgate.open_store(url, **settings.store_options())
+        store = headgate.open_store(url, **settings.store_options())  # type: ignore[arg-type]
     except StoreUnavailable as exc:
         _store_failed(exc)
     try:
@@ -405,6 +305,7 @@ def demo(db_path: str, fresh: bool, addr: str | None, with_workers: bool,
     workers on it and serve the console — the fastest way to see headgate. Exit codes:
     as `headgate serve`."""
     from headgate.dashboard import demo as demo_mod
+    from headgate.server import ServerConfig
 
     settings = _settings(f"sqlite:///{db_path}", migrate=True)
     addr = _bind_addr(settings, addr)
@@ -416,7 +317,7 @@ def demo(db_path: str, fresh: bool, addr: str | None, with_workers: bool,
     click.echo(f"demo: {'seeded' if seeded else 'reusing'} {db_path}; console at http://{addr}/")
     fleet = demo_mod.spawn_fleet(db_path) if with_workers else None
     try:
-        _run_gunicorn(replace(settings, api_addr=addr), 16, True)
+        _serve(ServerConfig(replace(settings, api_addr=addr)))
     finally:
         if fleet is not None:
             fleet.terminate()

@@ -43,6 +43,7 @@ LAYER_OF = {
     "headgate.streak": "services",
     "headgate.scheduling": "services",
     "headgate.duties": "services",
+    "headgate.server": "services",
     "headgate.worker": "services",
     "headgate.tasks": "services",
     "headgate.contrib": "services",

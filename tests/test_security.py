@@ -336,9 +336,11 @@ def test_the_cli_refuses_a_non_loopback_bind_without_tokens(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import headgate.cli as cli
+    import headgate.server as server
 
     started: list[Settings] = []
-    monkeypatch.setattr(cli, "_run_gunicorn", lambda s, *a, **k: started.append(s))
+    monkeypatch.setattr(server, "run_server",
+                        lambda config, build: started.append(config.settings) or 0)
     from headgate.dashboard import demo as demo_mod
 
     monkeypatch.setattr(demo_mod, "prepare", lambda *a, **k: (False, None))
@@ -451,11 +453,12 @@ def test_gunicorn_is_configured_without_an_access_log_or_header_fields(
     one on, names no request header (so never Authorization or Cookie)."""
     from gunicorn.app.base import BaseApplication
 
-    import headgate.cli as cli
+    from headgate import server
 
     captured: list[Any] = []
     monkeypatch.setattr(BaseApplication, "run", lambda self: captured.append(self.cfg))
-    cli._run_gunicorn(Settings(api_tokens=("t",)), threads=2, duties=False)
+    config = server.ServerConfig(Settings(api_tokens=("t",)), threads=2, duties=False)
+    server.run_gunicorn(server.gunicorn_options(config), load=lambda: None)
     (cfg,) = captured
     assert cfg.accesslog is None
     fmt = cfg.access_log_format.lower()
