@@ -225,53 +225,34 @@ def test_a_one_queue_admit_decides_exactly_as_the_shared_admission(
         shared.store.close()
 
 
-def test_the_plain_statement_claims_without_the_function_and_hands_over_to_it(
+def test_the_early_exit_claims_alone_and_hands_over_to_the_policy_block(
     pg_url: str,
 ) -> None:
-    """With headgate_admit_v2 replaced by one that only counts its calls, an admit no
-    policy has a say in claims without it, and one with a rate class in play (or an
-    unknown queue) calls it: the differential test above compares both paths, this
-    shows which one ran."""
+    """An admit no policy has a say in is decided by the function's early exit; one with
+    a rate class in play (or an unknown queue) declines it, which the caller remembers
+    for a while (no check first), then tries the early exit again. The differential
+    test above compares both paths' decisions, this shows which one ran."""
     store = open_store(pg_url, notify=False)
     try:
         _enqueue(store, 3, "plain")
         _enqueue(store, 2, "classed", rate_class="ample")
         store.upsert_rate_class("ample", limit=1000, window_ms=10**15, burst=1000)
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute("CREATE TABLE function_calls (at TIMESTAMPTZ DEFAULT now())")
-            conn.execute("""
-                CREATE OR REPLACE FUNCTION headgate_admit_v2(
-                    p_worker TEXT, p_queues TEXT[], p_capacity BIGINT, p_lease_ms BIGINT,
-                    p_quantum BIGINT, p_lease_id TEXT, p_now BIGINT, p_ack_queues TEXT[],
-                    p_ack_ids TEXT[], p_ack_leases TEXT[], p_ack_fences BIGINT[],
-                    p_ack_results BYTEA[], p_ack_versions INTEGER[])
-                RETURNS SETOF headgate_admitted LANGUAGE plpgsql AS $$
-                BEGIN INSERT INTO function_calls DEFAULT VALUES; END $$""")
-
-        def calls() -> int:
-            with psycopg.connect(pg_url) as conn:
-                return conn.execute("SELECT count(*) FROM function_calls").fetchone()[0]
-
         claims = store.admit("w", ["plain"], 2)
         assert [c.job.state for c in claims] == [State.RUNNING, State.RUNNING]
         assert len(store.admit("w", ["plain"], 2)) == 1
         assert store.admit("w", ["plain"], 2) == []  # known and empty: still plain
-        assert calls() == 0
-        store.admit("w", ["classed"], 2)  # a rate class in play
+        assert store._policy_bound == {}
+        assert len(store.admit("w", ["classed"], 2)) == 2  # a rate class in play
         store.admit("w", ["unknown"], 2)  # no such queue
-        assert calls() == 2
-        # Where a policy had its say, the next admits go straight to the function for
-        # a while (no check first), then the plain statement is tried again.
+        assert set(store._policy_bound) == {"classed", "unknown"}
         store.plain_retry_s = 0.5
         head = _enqueue(store, 1, "plain", rate_class="ample", priority=9)[0]
-        store.admit("w", ["plain"], 1)
-        assert calls() == 3
-        store.delete_job(head)
-        store.admit("w", ["plain"], 1)  # no policy now, but within the while
-        assert calls() == 4
-        time.sleep(0.6)
-        store.admit("w", ["plain"], 1)
-        assert calls() == 4
+        assert [c.job.id for c in store.admit("w", ["plain"], 1)] == [head]
+        assert "plain" in store._policy_bound
+        store._policy_bound["plain"] = time.monotonic() - 1  # the while is over
+        _enqueue(store, 1, "plain")
+        assert len(store.admit("w", ["plain"], 1)) == 1
+        assert store._policy_bound["plain"] < time.monotonic()  # plain again: not renewed
     finally:
         store.close()
 

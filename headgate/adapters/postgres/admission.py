@@ -1,4 +1,4 @@
-"""PostgreSQL's admission gate: one call of the server-side function headgate_admit_v2()
+"""PostgreSQL's admission gate: one call of the server-side function headgate_admit_v3()
 (headgate/db/postgres/functions/admit.sql), with a worker's plain successful acks in the
 same statement.
 
@@ -7,10 +7,8 @@ Why a function: evaluated from Python, an admit is ~10 statements and an ack+adm
 put about half of a draining worker's time in psycopg waiting. The function is the same
 decision as headgate/adapters/sql/admission.py (which SQLite keeps): PostgreSQL's
 admission lives in the SQL file, SQLite's in that module, and a change to the policy
-must be made in both — and in plain_admit.py's list of what lets it decide alone (a
-pure admit from one queue where no policy has a say, one plain statement; a
-differential test holds it to the shared decision). explain_admission stays the
-shared Python.
+must be made in both (a differential test holds the function, its early exit for a pure
+admit included, to the shared decision). explain_admission stays the shared Python.
 
 Acks the function applies itself are plain successes (no error, no logs, no delay),
 written by the same UPDATE as the claims; any other outcome in a batch sends the whole
@@ -25,22 +23,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from headgate.adapters.sql.admission import validate_admit_args
+from headgate.adapters.sql.admission import (
+    MAX_SCAN_PER_PARTITION,
+    PROMOTE_PER_ADMIT,
+    SCAN_BATCH_EXTRA,
+    validate_admit_args,
+)
 from headgate.adapters.sql.lifecycle import plain_success
 from headgate.adapters.sql.rows import row_to_job
 from headgate.core import AckRequest, Claim
 from headgate.core.envelope import MAX_PAYLOAD
 from headgate.core.ids import new_lease_id
 
-from . import plain_admit
 from .announce import FinishedAnnouncer
 from .connection import PgConnection, PgDatabase
 
 PLAIN_RETRY_S = 1.0
 MAX_POLICY_BOUND = 1024
-ADMIT = """
-SELECT * FROM headgate_admit_v2(?, ?::text[], ?::bigint, ?::bigint, ?::bigint, ?, ?::bigint,
-    ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bytea[], ?::integer[])
+ADMIT = f"""
+SELECT * FROM headgate_admit_v3(?, ?::text[], ?::bigint, ?::bigint, ?::bigint, ?, ?::bigint,
+    ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bytea[], ?::integer[], ?::boolean,
+    {MAX_SCAN_PER_PARTITION}, {SCAN_BATCH_EXTRA}, {PROMOTE_PER_ADMIT})
 """
 # Before acks that the shared lifecycle applies ahead of the function: claims after acks
 # would take a queue's 'available' counter row while holding its partition rows, and an
@@ -95,12 +98,16 @@ def plain_acks(acks: Sequence[AckRequest]) -> PlainAcks | None:
 def admit(
     conn: PgConnection, worker_id: str, queues: Sequence[str], capacity: int, lease_ms: int,
     quantum: int | None, acks: PlainAcks = NO_ACKS, now: int | None = None,
+    try_plain: bool = False,
 ) -> tuple[list[str], list[Claim]]:
     """Apply `acks` and admit, in one statement; returns (lost job ids, claims).
-    `now`: the store time of acks the caller already applied in this transaction."""
+    `now`: the store time of acks the caller already applied in this transaction.
+    `try_plain`: try the function's early exit for a pure admit first; a lost id ''
+    in the result says a policy had its say."""
     lease_id = new_lease_id()
     rows = conn.execute(ADMIT, (
         worker_id, list(queues), capacity, lease_ms, quantum, lease_id, now, *acks.params(),
+        try_plain,
     )).fetchall()
     return [r[0] for r in rows if r[0] is not None], _claims(rows, lease_id)
 
@@ -125,9 +132,9 @@ class ServerAdmission:
     acks are plain successes (a draining worker's steady state)."""
 
     db: PgDatabase
-    # Queues where a policy had a say in the last plain attempt, and until when their
-    # admits go straight to the function: checking first costs a policy-bound admit
-    # ~0.1-0.2 ms, so the plain statement is tried again after `plain_retry_s`.
+    # Queues where a policy had a say in the last early-exit attempt, and until when
+    # their admits skip it: checking first costs a policy-bound admit ~0.1-0.2 ms, so
+    # the early exit is tried again after `plain_retry_s`.
     _policy_bound: dict[str, float]
     plain_retry_s: float = PLAIN_RETRY_S
     _finished_announcer: FinishedAnnouncer
@@ -138,18 +145,16 @@ class ServerAdmission:
         names = list(dict.fromkeys(queues))
         bound = self._policy_bound
         now = time.monotonic()
+        try_plain = (len(names) == 1 and quantum is None and capacity > 0
+                     and bound.get(names[0], 0.0) <= now)
         with self.db.autocommit() as conn:
-            if (len(names) == 1 and quantum is None and capacity > 0
-                    and bound.get(names[0], 0.0) <= now):
-                lease_id = new_lease_id()
-                rows, plain = plain_admit.run(conn.raw, worker_id, names[0], capacity,
-                                              lease_ms, lease_id)
-                if not plain:
-                    if len(bound) >= MAX_POLICY_BOUND:
-                        bound.clear()
-                    bound[names[0]] = now + self.plain_retry_s
-                return _claims(rows, lease_id)
-            return admit(conn, worker_id, queues, capacity, lease_ms, quantum)[1]
+            declined, claims = admit(conn, worker_id, names, capacity, lease_ms, quantum,
+                                     try_plain=try_plain)
+        if declined:
+            if len(bound) >= MAX_POLICY_BOUND:
+                bound.clear()
+            bound[names[0]] = now + self.plain_retry_s
+        return claims
 
     def ack_many(self, acks: Sequence[AckRequest]) -> list[str]:
         plain = plain_acks(acks) if acks else None

@@ -7,7 +7,7 @@ survivors with one lease id. Candidates are scanned by light columns first and o
 claimed rows are read in full, so a blocked backlog never costs payload reads.
 
 This is SQLite's admission. On PostgreSQL the same decision is the server-side function
-headgate_admit_v2() (headgate/db/postgres/functions/admit.sql, called from
+headgate_admit_v3() (headgate/db/postgres/functions/admit.sql, called from
 headgate/adapters/postgres/admission.py): a policy change must be made in both, and
 tests/store/test_postgres_server_side.py replays scenarios through both and compares them.
 """
@@ -29,6 +29,7 @@ from .rows import JOB_COLUMNS_WITH_PAYLOAD, append_error, bump_history, error_en
 
 SCAN_BATCH_EXTRA = 16
 MAX_SCAN_PER_PARTITION = 1000
+PROMOTE_PER_ADMIT = 1000  # due jobs an admit makes available at most
 
 # The caller's queue rows with what else admit must know before scanning, in one read:
 # whether the queue has ceilings, whether anything is quarantined, whether any of the
@@ -199,7 +200,7 @@ def admit(
     # Promotion changes no queue, ceiling or quarantine row, so reading those first is
     # the same as reading them after it.
     if not rows or rows[0][6]:
-        promote_due(conn, now, 1000, names, probed=bool(rows))
+        promote_due(conn, now, PROMOTE_PER_ADMIT, names, probed=bool(rows))
     order = {name: i for i, name in enumerate(names)}
     active = sorted((r for r in rows if not r[2]), key=lambda r: order[r[0]])
     if not active or capacity == 0:
