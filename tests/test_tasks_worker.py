@@ -217,3 +217,36 @@ def test_async_tasks_and_async_middleware_run_on_the_workers_loop(store, worker,
     assert asyncio.run(produce()) == 15
     assert sorted((tmp_path / "async-middleware").read_text().splitlines()) == [
         "tasks_async_app.plain_triple 15", "tasks_async_app.slow_double 42"]
+
+
+def test_an_isolated_worker_refuses_task_handlers_at_start(app, store_url, tmp_path
+                                                           ) -> None:
+    """A task's handler is a closure its App builds, which a child process cannot import
+    by name: `--isolated` is one error line and exit 2, before any job is claimed."""
+    ref = tasks_app.add.enqueue(1, 2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HG_")}
+    env["HG_TEST_DIR"] = str(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [*headgate_cmd(), "worker", "--app", "tasks_app:app", "--store", store_url,
+         "--isolated"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("headgate: error: cannot run isolated:")
+    assert "'tasks_app.add'" in lines[0] and "isolated=False" in lines[0]
+    job = app.store.get_job(ref.id)
+    assert job.state is State.AVAILABLE and job.attempt == 0
+
+
+def test_an_isolated_in_process_worker_refuses_task_handlers_until_configured(
+        app, store) -> None:
+    # Refused before it starts, so the same Worker runs once isolation is off.
+    worker = app.worker(isolated=True, duties=False)
+    with pytest.raises(headgate.InvalidInput, match="'tasks_app.add'"):
+        worker.run()
+    ref = tasks_app.add.enqueue(2, 3)
+    worker.configure(isolated=False).start()
+    try:
+        assert ref.result(timeout=30) == 5
+    finally:
+        worker.stop()

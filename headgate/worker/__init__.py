@@ -28,6 +28,9 @@ the result, like ``ctx.set_result``. Outcomes: ``Retry``, ``Skip``, ``Revoke``,
 ``async def``: it is awaited to the end on the worker's event loop (``aio``), holding a
 slot meanwhile, and cancelled by timeouts, deadlines, operator cancel and shutdown.
 
+``worker.config`` is the worker's ``WorkerConfig`` (every setting, frozen; ``configure``
+replaces it); ``HandlerSpec`` (``handlers``) is one registration.
+
 Decisions the runtime makes where the spec leaves room are documented on ``Worker``
 and in the module that makes them: ``engine`` (threads, shutdown), ``attempts`` (how an
 attempt ends), ``acks``, ``leases``, ``heartbeat`` (signals), ``control`` (statuses),
@@ -44,10 +47,11 @@ from .runtime import (
     EXIT_RESTART,
     HandlerSpec,
     Worker,
+    WorkerConfig,
 )
 
 __all__ = [
     "DEADLINE_HEADER", "EXIT_FORCED", "EXIT_OK", "EXIT_RESTART", "HandlerSpec", "JobContext",
     "JobOutcome", "JsonDecoder", "RateLimited", "Retry", "Revoke", "Skip", "Snooze",
-    "Undecodable", "Worker",
+    "Undecodable", "Worker", "WorkerConfig",
 ]

@@ -17,14 +17,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from headgate.core import Claim
 
 from .context import AttemptGate, JobContext, LogCapture
-
-if TYPE_CHECKING:
-    from .pool import HandlerSpec
+from .handlers import HandlerSpec
 
 log = logging.getLogger("headgate.worker")
 

@@ -30,8 +30,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from headgate.store.port import Store
 
 from . import isolation
 from .acks import AckQueue
@@ -40,69 +42,69 @@ from .attempts import Inflight
 from .control import Control
 from .dispatcher import Dispatcher, Doorbell
 from .duties import WorkerDuties
+from .handlers import HandlerSpec
 from .heartbeat import HOST, Heartbeat
 from .leases import LeaseKeeper
+from .observe import AttemptHook
 from .polling import change_probe
-from .pool import HandlerSpec, Pool
-
-if TYPE_CHECKING:
-    from .runtime import Worker
+from .pool import Pool
+from .worker_config import WorkerConfig
 
 log = logging.getLogger("headgate.worker")
 
 
 class Engine:
-    """Built from the worker's settings when it starts; they are fixed from then on."""
+    """Built when a worker starts from its ``WorkerConfig`` and its handlers (the
+    ``Worker`` itself is not needed here); both are fixed from then on. ``preload``: the
+    modules of the isolated handlers (``handlers.isolated_modules``)."""
 
-    def __init__(self, worker: Worker, handlers: dict[str, HandlerSpec], control: Control,
-                 duty_runner: WorkerDuties | None) -> None:
-        self.worker = worker
-        self.store = store = worker.store
+    def __init__(self, store: Store, config: WorkerConfig,
+                 handlers: Mapping[str, HandlerSpec], control: Control,
+                 duty_runner: WorkerDuties | None, *, hooks: Sequence[AttemptHook] = (),
+                 preload: Sequence[str] = (), started_at_ms: int = 0) -> None:
+        self.store = store
+        self.config = config
         self.control = control
-        self.concurrency = worker.concurrency
-        self.kill_grace_ms = worker.kill_grace_ms
         self.duty_runner = duty_runner
+        self.started_at_ms = started_at_ms
         self.inflight = inflight = Inflight()
         self.doorbell = doorbell = Doorbell()
-        self.preload = [
-            isolation.handler_ref(spec.fn).partition(":")[0]
-            for spec in set(handlers.values()) if spec.runs_isolated(worker.isolated)
-        ]
+        self.preload = list(preload)
         self.acks = AckQueue(
-            store, inflight, lease_ms=worker.lease_ms, log_on_success=worker.log_on_success,
+            store, inflight, lease_ms=config.lease_ms, log_on_success=config.log_on_success,
             halted=control.halted, on_queued=lambda: doorbell.ring("ack"),
         )
         self.keeper = LeaseKeeper(
-            store, inflight, lease_ms=worker.lease_ms,
-            timeout_grace_ms=worker.timeout_grace_ms, kill_grace_ms=worker.kill_grace_ms,
+            store, inflight, lease_ms=config.lease_ms,
+            timeout_grace_ms=config.timeout_grace_ms, kill_grace_ms=config.kill_grace_ms,
             halted=control.halted,
             record=self.acks.finish,
         )
         self.aio = EventLoopThread()
         self.pool = Pool(
-            store, inflight, self.acks, handlers, worker_id=worker.worker_id,
-            concurrency=worker.concurrency, timeout_ms=worker.timeout_ms,
-            deadline_ms=worker.deadline_ms, isolated=worker.isolated,
-            kill_grace_ms=worker.kill_grace_ms, max_log_lines=worker.max_log_lines,
-            job_log_level=worker.job_log_level, preload=self.preload,
+            store, inflight, self.acks, dict(handlers), worker_id=config.worker_id,
+            concurrency=config.concurrency, timeout_ms=config.timeout_ms,
+            deadline_ms=config.deadline_ms, isolated=config.isolated,
+            kill_grace_ms=config.kill_grace_ms, max_log_lines=config.max_log_lines,
+            job_log_level=config.job_log_level, preload=self.preload,
             on_time_limit=self.keeper.wake, on_slot=lambda: doorbell.ring("slot"),
-            aio=self.aio, hooks=worker.attempt_hooks,
+            aio=self.aio, hooks=hooks,
         )
         self.dispatcher = Dispatcher(
             store, inflight, self.acks, self.pool, control, doorbell, change_probe(store),
-            self.keeper.give_back, worker_id=worker.worker_id, queues=worker.queues,
-            concurrency=worker.concurrency, lease_ms=worker.lease_ms, quantum=worker.quantum,
-            poll_floor_ms=worker.poll_floor_ms, poll_ceiling_ms=worker.poll_ceiling_ms,
-            probe_interval_ms=worker.probe_interval_ms,
-            idle_probe_interval_ms=worker.idle_probe_interval_ms,
-            idle_after_ms=worker.idle_after_ms, hint_ceiling_ms=worker.hint_ceiling_ms,
+            self.keeper.give_back, worker_id=config.worker_id, queues=config.queues,
+            concurrency=config.concurrency, lease_ms=config.lease_ms, quantum=config.quantum,
+            poll_floor_ms=config.poll_floor_ms, poll_ceiling_ms=config.poll_ceiling_ms,
+            probe_interval_ms=config.probe_interval_ms,
+            idle_probe_interval_ms=config.idle_probe_interval_ms,
+            idle_after_ms=config.idle_after_ms, hint_ceiling_ms=config.hint_ceiling_ms,
         )
         resign = None
         if duty_runner is not None:
-            resign = functools.partial(duty_runner.resign, worker.resign_cooldown_ms)
+            resign = functools.partial(duty_runner.resign, config.resign_cooldown_ms)
         self.heartbeat = Heartbeat(
-            store, inflight, control, worker_id=worker.worker_id,
-            interval_ms=worker.heartbeat_ms, row=self._row, resign=resign,
+            store, inflight, control, worker_id=config.worker_id,
+            interval_ms=config.heartbeat_ms, row=self._row, resign=resign,
         )
         control.listen(lambda: doorbell.ring("control"))
         control.listen(self.heartbeat.wake)
@@ -110,13 +112,13 @@ class Engine:
         self._unsubscribe: Callable[[], None] | None = None
 
     def _row(self) -> dict[str, Any]:
-        worker = self.worker
+        config = self.config
         return {
-            "worker_id": worker.worker_id, "host": HOST, "pid": os.getpid(),
-            "queues": list(worker.queues), "concurrency": self.concurrency,
+            "worker_id": config.worker_id, "host": HOST, "pid": os.getpid(),
+            "queues": list(config.queues), "concurrency": config.concurrency,
             "inflight": 0 if self.control.stopped else self.inflight.count(),
             "polls": self.dispatcher.polls, "empty_polls": self.dispatcher.empty_polls,
-            "started_at_ms": worker.started_at_ms, "status": self.control.status,
+            "started_at_ms": self.started_at_ms, "status": self.control.status,
         }
 
     def _on_activity(self, queues: frozenset[str]) -> None:
@@ -129,7 +131,7 @@ class Engine:
         self._unsubscribe = self.store.activity.subscribe(self._on_activity)
         self._spawn(self.heartbeat.run, "headgate-heartbeat")
         self._spawn(self.keeper.run, "headgate-leases")
-        for i in range(self.concurrency):
+        for i in range(self.config.concurrency):
             self._spawn(self.pool.run, f"headgate-pool-{i}")
         self._spawn(self.dispatcher.run, "headgate-dispatch")
         if self.duty_runner is not None:
@@ -142,7 +144,7 @@ class Engine:
 
     def shutdown(self, drain_ms: int) -> int:
         """Drain, release, stop the threads; returns the exit code."""
-        control, inflight, worker_id = self.control, self.inflight, self.worker.worker_id
+        control, inflight, worker_id = self.control, self.inflight, self.config.worker_id
         with self.dispatcher.handoff:  # an admit still in progress hands its claims back
             control.stopping.set()
         control.changed()
@@ -158,7 +160,7 @@ class Engine:
                      worker_id, released)
         # Let the dispatcher write the acks already decided; give isolated children
         # their SIGTERM grace. In-thread handlers are daemons and are not waited for.
-        settle_deadline = time.monotonic() + self.kill_grace_ms / 1000 + 1
+        settle_deadline = time.monotonic() + self.config.kill_grace_ms / 1000 + 1
         while time.monotonic() < settle_deadline and any(
             a.acking or (a.process is not None and a.process.is_alive())
             for a in inflight.all()

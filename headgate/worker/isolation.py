@@ -12,9 +12,10 @@ it is acked as a retry with "child process died (signal N)".
 How: children start from a fork server (``multiprocessing`` "forkserver", preloaded
 with the handler modules, so a child costs a fork, not an interpreter start-up), or
 ``spawn`` where fork servers are unavailable. The handler is looked up in the child by
-``module:qualname``, so it must be a module-level function (its module is imported
-in the fork server, so it should not open stores or threads at import time — use the
-``--app`` factory form for that). The parent decodes the
+``module:qualname`` (``handlers.handler_ref``), so it must be a module-level function
+(its module is imported in the fork server, so it should not open stores or threads at
+import time — use the ``--app`` factory form for that); a worker whose isolated
+handlers include one that is not refuses to start. The parent decodes the
 payload (an undecodable job never costs a process) and pickles job and decoded value to
 the child. Progress, output, result and log lines come back over a pipe; the parent
 writes them with the attempt's fence, so a child of a superseded attempt cannot write.
@@ -22,7 +23,6 @@ writes them with the attempt's fence, so a child of a superseded attempt cannot 
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
 import multiprocessing
@@ -38,33 +38,13 @@ from headgate.core import Job, Outcome
 from .aio import run_in_child
 from .context import MAX_LOG_LINE, JobContext, LogCapture, _blob, check_progress
 from .execution import Decision, error_text, from_exception, from_value, never_run
+from .handlers import resolve_ref
 from .outcomes import JobOutcome
 
 log = logging.getLogger("headgate.worker")
 
 _ctx_lock = threading.Lock()
 _mp_context: Any = None
-
-
-def handler_ref(fn: Callable[..., Any]) -> str:
-    """``module:qualname`` of a module-level function, or ValueError explaining why an
-    isolated handler cannot be something else."""
-    module = getattr(fn, "__module__", None)
-    qualname = getattr(fn, "__qualname__", None)
-    if not module or not qualname or "<locals>" in qualname or "<lambda>" in qualname:
-        raise ValueError(
-            f"isolated handlers must be module-level functions importable by name; "
-            f"{fn!r} is not"
-        )
-    return f"{module}:{qualname}"
-
-
-def resolve_ref(ref: str) -> Callable[..., Any]:
-    module_name, _, qualname = ref.partition(":")
-    obj: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def mp_context(preload: list[str]) -> Any:

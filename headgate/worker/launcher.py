@@ -27,7 +27,6 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
@@ -37,7 +36,8 @@ from headgate.config import ConfigError, Settings
 from headgate.store import open_store
 
 from . import logformat
-from .runtime import EXIT_FORCED, Worker
+from .runtime import Worker
+from .signals import install_signal_handlers
 
 log = logging.getLogger("headgate.worker")
 
@@ -111,28 +111,6 @@ def env_lease_ms(env: Mapping[str, str] | None = None) -> int | None:
     if not env.get("HG_LEASE_MS", "").strip():
         return None
     return Settings.from_env(env).lease_ms
-
-
-def install_signal_handlers(worker: Worker, drain_ms: int | None) -> None:
-    received = 0
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        nonlocal received
-        received += 1
-        name = signal.Signals(signum).name
-        if received == 1:
-            log.info("%s: stopping admission, draining (send again to stop at once)", name)
-            worker.stop(drain_ms, wait=False)
-            return
-        log.warning("%s again: releasing unfinished jobs and exiting now", name)
-        try:
-            worker.abort()
-        finally:
-            logging.shutdown()
-            os._exit(EXIT_FORCED)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
 
 
 def configure_logging(level: str, fmt: str = "text") -> None:

@@ -22,7 +22,6 @@ import logging
 import queue
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from headgate.core import Claim, Job, Outcome
@@ -33,33 +32,18 @@ from .acks import AckQueue
 from .aio import EventLoopThread
 from .attempts import Attempt, Inflight
 from .context import JobContext, LogCapture, job_logger
-from .decoders import Decoder
 from .execution import Decision, error_text, from_exception, from_value
+from .handlers import HandlerSpec, handler_ref
 from .observe import AttemptHook, attempt_scope
 from .outcomes import JobOutcome, Undecodable
 
 log = logging.getLogger("headgate.worker")
 job_log = logging.getLogger("headgate.job")
 
-Handler = Callable[[Job, JobContext], Any]
-
 # A job header naming an absolute deadline (epoch ms); wins over the handler option.
 DEADLINE_HEADER = "deadline_at_ms"
 # Weight of the newest attempt in the running average of attempt durations.
 TYPICAL_WEIGHT = 0.2
-
-
-@dataclass(frozen=True, slots=True)
-class HandlerSpec:
-    kind: str
-    fn: Handler
-    decoder: Decoder | None = None
-    timeout_ms: int | None = None
-    deadline_ms: int | None = None
-    isolated: bool | None = None  # None: the worker-wide setting
-
-    def runs_isolated(self, worker_default: bool) -> bool:
-        return worker_default if self.isolated is None else self.isolated
 
 
 class Pool:
@@ -177,7 +161,7 @@ class Pool:
                 attempt.process = process
 
             return isolation.run_isolated(
-                isolation.handler_ref(spec.fn), ctx, capture, self.kill_grace_ms / 1000,
+                handler_ref(spec.fn), ctx, capture, self.kill_grace_ms / 1000,
                 self.preload, on_process, self.job_log_level,
             )
         ctx = JobContext(self.store, attempt.claim, payload, attempt.gate,

@@ -6,12 +6,13 @@ sequence), ``dispatcher`` (acks then admission, one writer thread), ``pool`` (ha
 threads, time limits), ``acks`` (recording outcomes in batches), ``leases`` (renewal,
 timeouts, release), ``heartbeat`` (registry row, operator signals and cancels),
 ``attempts`` (how an attempt ends exactly once) and ``control`` (stop state, statuses,
-exit codes).
+exit codes). The settings are one frozen ``WorkerConfig`` (``worker_config``), the
+registrations ``HandlerSpec`` values (``handlers``); ``Engine`` is built from those two,
+not from the ``Worker``.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import signal
 import threading
@@ -22,7 +23,6 @@ from typing import Any
 from headgate.core import InvalidInput
 from headgate.store.port import Store
 
-from . import isolation
 from .context import DEFAULT_MAX_LOG_LINES
 from .control import (
     EXIT_FORCED,
@@ -32,49 +32,26 @@ from .control import (
     Control,
 )
 from .decoders import Decoder
-from .duties import DEFAULT_RESIGN_COOLDOWN_MS, WorkerDuties, duty_names, worker_duty_runner
+from .duties import DEFAULT_RESIGN_COOLDOWN_MS, WorkerDuties, worker_duty_runner
 from .engine import Engine
+from .handlers import Handler, HandlerSpec, check_handler, isolated_modules
 from .heartbeat import default_worker_id
 from .observe import AttemptHook
-from .pool import DEADLINE_HEADER, Handler, HandlerSpec
+from .pool import DEADLINE_HEADER
+from .signals import install_signal_handlers
+from .worker_config import MIN_LEASE_MS, WorkerConfig, positive_ms
 
 log = logging.getLogger("headgate.worker")
 
 __all__ = [
-    "DEADLINE_HEADER", "EXIT_FORCED", "EXIT_OK", "EXIT_RESTART", "Handler", "HandlerSpec",
-    "Worker", "default_worker_id",
+    "DEADLINE_HEADER", "EXIT_FORCED", "EXIT_OK", "EXIT_RESTART", "MIN_LEASE_MS", "Handler",
+    "HandlerSpec", "Worker", "WorkerConfig", "check_handler", "default_worker_id",
 ]
 
 
-# The shortest lease a worker takes. The lease keeper renews every third of the lease
-# in one store round trip that must commit before the lease ends: at 250 ms that is a
-# renewal every ~83 ms with ~170 ms to spare, and below it one slow commit or a pause of
-# the process loses the leases of healthy jobs (which then run twice).
-MIN_LEASE_MS = 250
-
-
-def _positive_ms(name: str, value: int | None, *, optional: bool = True) -> int | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInput(f"{name} must be an integer >= 1 (milliseconds)")
-    return value
-
-
-def check_handler(fn: object) -> None:
-    """Refuse at registration what would be acknowledged without running: a coroutine
-    object (a call of the handler, not the handler), anything not callable, and
-    generator functions (calling one runs none of its body)."""
-    if inspect.iscoroutine(fn):
-        fn.close()
-        raise TypeError("handler must be a function, not a coroutine object: register the "
-                        "async def itself, not a call of it")
-    if not callable(fn):
-        raise TypeError(f"handler must be callable as fn(job, ctx) (a function or an async "
-                        f"def), not {type(fn).__name__}")
-    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
-        raise TypeError(f"handler {getattr(fn, '__qualname__', fn)!r} is a generator "
-                        "function: calling it would run none of its body")
+def _setting(name: str, doc: str) -> property:
+    """A read-only view of one field of the worker's config (``worker.lease_ms``)."""
+    return property(lambda self: getattr(self.config, name), doc=doc)
 
 
 class Worker:
@@ -129,6 +106,9 @@ class Worker:
     #: This worker awaits ``async def`` handlers (layers built on it can check).
     runs_coroutines = True
 
+    config: WorkerConfig
+    _started = False
+
     def __init__(
         self,
         store: Store,
@@ -160,33 +140,21 @@ class Worker:
         log_on_success: bool = False,
     ) -> None:
         self.store = store
-        self.worker_id = worker_id or default_worker_id()
         self._handlers: dict[str, HandlerSpec] = {}
         self.attempt_hooks: list[AttemptHook] = []
-        self.heartbeat_ms = _positive_ms("heartbeat_ms", heartbeat_ms, optional=False)
-        self.timeout_grace_ms = _positive_ms("timeout_grace_ms", timeout_grace_ms,
-                                             optional=False)
-        self.kill_grace_ms = _positive_ms("kill_grace_ms", kill_grace_ms, optional=False)
-        self.duty_interval_ms = _positive_ms("duty_interval_ms", duty_interval_ms,
-                                             optional=False)
-        self.resign_cooldown_ms = resign_cooldown_ms
-        self.poll_floor_ms = _positive_ms("poll_floor_ms", poll_floor_ms, optional=False)
-        self.poll_ceiling_ms = _positive_ms("poll_ceiling_ms", poll_ceiling_ms, optional=False)
-        self.probe_interval_ms = _positive_ms("probe_interval_ms", probe_interval_ms,
-                                              optional=False)
-        self.hint_ceiling_ms = _positive_ms("hint_ceiling_ms", hint_ceiling_ms, optional=False)
-        self.idle_probe_interval_ms = _positive_ms("idle_probe_interval_ms",
-                                                   idle_probe_interval_ms, optional=False)
-        self.idle_after_ms = _positive_ms("idle_after_ms", idle_after_ms, optional=False)
-        self.quantum = quantum
-        self.max_log_lines = max_log_lines
-        self.job_log_level = job_log_level
-        self.log_on_success = log_on_success
         self._duty_runner = duty_runner
-        self.configure(queues=queues, concurrency=concurrency, lease_ms=lease_ms,
-                       drain_ms=drain_ms, timeout_ms=timeout_ms, deadline_ms=deadline_ms,
-                       isolated=isolated, duties=duties)
-
+        self.config = WorkerConfig.build(
+            worker_id or default_worker_id(), queues=queues, concurrency=concurrency,
+            lease_ms=lease_ms, heartbeat_ms=heartbeat_ms, drain_ms=drain_ms,
+            timeout_ms=timeout_ms, deadline_ms=deadline_ms,
+            timeout_grace_ms=timeout_grace_ms, kill_grace_ms=kill_grace_ms,
+            isolated=isolated, duties=duties, duty_interval_ms=duty_interval_ms,
+            resign_cooldown_ms=resign_cooldown_ms, poll_floor_ms=poll_floor_ms,
+            poll_ceiling_ms=poll_ceiling_ms, probe_interval_ms=probe_interval_ms,
+            idle_probe_interval_ms=idle_probe_interval_ms, idle_after_ms=idle_after_ms,
+            hint_ceiling_ms=hint_ceiling_ms, quantum=quantum, max_log_lines=max_log_lines,
+            job_log_level=job_log_level, log_on_success=log_on_success,
+        )
         self._control = Control()
         self._engine: Engine | None = None
         self._drain_override: int | None = None
@@ -203,42 +171,30 @@ class Worker:
         isolated: bool | None = None, duties: bool | Iterable[str] | None = None,
         worker_id: str | None = None,
     ) -> Worker:
-        """Change settings before ``run``/``start`` (the CLI's overrides use this)."""
-        if getattr(self, "_started", False):
+        """Change settings before ``run``/``start`` (the CLI's overrides use this): a new
+        ``WorkerConfig`` with the given (not ``None``) settings replaces the old one,
+        checked whole, so a refused change leaves the old one in place."""
+        if self._started:
             raise RuntimeError("configure() must be called before the worker starts")
-        if queues is not None:
-            if isinstance(queues, str):
-                queues = [q for q in queues.split(",") if q]
-            names = list(dict.fromkeys(queues))
-            if not names or not all(isinstance(q, str) and q for q in names):
-                raise InvalidInput("queues must be a non-empty list of queue names")
-            self.queues = names
-        if concurrency is not None:
-            if isinstance(concurrency, bool) or not isinstance(concurrency, int) \
-                    or concurrency < 1:
-                raise InvalidInput("concurrency must be an integer >= 1")
-            self.concurrency = concurrency
-        if lease_ms is not None:
-            if isinstance(lease_ms, int) and not isinstance(lease_ms, bool) \
-                    and 0 < lease_ms < MIN_LEASE_MS:
-                raise InvalidInput(f"lease_ms must be at least {MIN_LEASE_MS} (milliseconds): "
-                                   "shorter leases expire between renewals")
-            self.lease_ms = _positive_ms("lease_ms", lease_ms, optional=False)
-        if drain_ms is not None:
-            if isinstance(drain_ms, bool) or not isinstance(drain_ms, int) or drain_ms < 0:
-                raise InvalidInput("drain_ms must be an integer >= 0 (milliseconds)")
-            self.drain_ms = drain_ms
-        if timeout_ms is not None or not hasattr(self, "timeout_ms"):
-            self.timeout_ms = _positive_ms("timeout_ms", timeout_ms)
-        if deadline_ms is not None or not hasattr(self, "deadline_ms"):
-            self.deadline_ms = _positive_ms("deadline_ms", deadline_ms)
-        if isolated is not None:
-            self.isolated = bool(isolated)
-        if duties is not None:
-            self.duties = duty_names(duties)
-        if worker_id is not None:
-            self.worker_id = worker_id
+        self.config = self.config.replace(
+            queues=queues, concurrency=concurrency, lease_ms=lease_ms, drain_ms=drain_ms,
+            timeout_ms=timeout_ms, deadline_ms=deadline_ms, isolated=isolated,
+            duties=duties, worker_id=worker_id)
         return self
+
+    worker_id = _setting("worker_id", "This worker's id in the registry.")
+    @property
+    def queues(self) -> list[str]:
+        """The queues it admits from, in order."""
+        return list(self.config.queues)
+
+    concurrency = _setting("concurrency", "Handler threads, so jobs at once.")
+    lease_ms = _setting("lease_ms", "How long a claim holds between renewals.")
+    drain_ms = _setting("drain_ms", "How long shutdown waits for in-flight work.")
+    timeout_ms = _setting("timeout_ms", "Per-attempt time limit (None: none).")
+    deadline_ms = _setting("deadline_ms", "A job's worth after its enqueue (None: none).")
+    isolated = _setting("isolated", "Handlers run in child processes by default.")
+    duties = _setting("duties", "The maintenance duties this worker runs.")
 
     def add_attempt_hook(self, hook: AttemptHook) -> None:
         """Observe every attempt (tracing, metrics): see ``headgate.worker.observe``."""
@@ -271,11 +227,10 @@ class Worker:
     ) -> None:
         if self._started:
             raise RuntimeError("handlers must be registered before the worker starts")
-        check_handler(fn)
-        spec = HandlerSpec(kind, fn, decoder, _positive_ms("timeout_ms", timeout_ms),
-                           _positive_ms("deadline_ms", deadline_ms), isolated)
-        if isolated:
-            isolation.handler_ref(fn)  # fail at registration, not at the first job
+        spec = HandlerSpec.of(kind, fn, decoder=decoder,
+                              timeout_ms=positive_ms("timeout_ms", timeout_ms),
+                              deadline_ms=positive_ms("deadline_ms", deadline_ms),
+                              isolated=isolated)
         for name in (kind, *aliases):
             if not isinstance(name, str) or not name:
                 raise InvalidInput("handler kind must be a non-empty string")
@@ -308,8 +263,6 @@ class Worker:
         if threading.current_thread() is not threading.main_thread() \
                 or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
             return {}
-        from .launcher import install_signal_handlers  # it imports this module
-
         previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
         install_signal_handlers(self, None)
         return previous
@@ -393,23 +346,29 @@ class Worker:
     def _begin(self) -> Engine:
         if self._started:
             raise RuntimeError("a Worker runs once; create a new one")
+        config, handlers = self.config, dict(self._handlers)
+        # Before anything starts: a handler the child cannot import refuses the start.
+        preload = isolated_modules(handlers, config.isolated)
         self._started = True
-        if not self._handlers:
+        if not handlers:
             log.warning("worker %s has no handlers: every job it admits is undecodable",
-                        self.worker_id)
+                        config.worker_id)
         self.started_at_ms = int(time.time() * 1000)
-        if self.duties and self._duty_runner is None:
-            self._duty_runner = worker_duty_runner(self.store, self.worker_id,
-                                                   self.duty_interval_ms, duties=self.duties)
-        engine = Engine(self, dict(self._handlers), self._control,
-                        self._duty_runner if self.duties else None)
+        if config.duties and self._duty_runner is None:
+            self._duty_runner = worker_duty_runner(self.store, config.worker_id,
+                                                   config.duty_interval_ms,
+                                                   duties=config.duties)
+        engine = Engine(self.store, config, handlers, self._control,
+                        self._duty_runner if config.duties else None,
+                        hooks=tuple(self.attempt_hooks), preload=preload,
+                        started_at_ms=self.started_at_ms)
         self._engine = engine
         log.info(
             "worker %s starting: queues=%s concurrency=%d lease_ms=%d kinds=%s%s%s",
-            self.worker_id, ",".join(self.queues), self.concurrency, self.lease_ms,
+            config.worker_id, ",".join(config.queues), config.concurrency, config.lease_ms,
             ",".join(self.kinds) or "-",
-            f" duties={','.join(self.duties)}" if self.duties else " no-duties",
-            " isolated" if self.isolated else "",
+            f" duties={','.join(config.duties)}" if config.duties else " no-duties",
+            " isolated" if config.isolated else "",
         )
         engine.start()
         return engine
