@@ -694,3 +694,17 @@ def test_a_worker_loads_apscheduler_only_when_it_starts_duties(store_url: str) -
     out = subprocess.run([sys.executable, "-c", script, store_url], capture_output=True,
                          text=True, timeout=60, check=True).stdout.split()
     assert out == ["False", "True"]
+
+
+def test_a_refused_configure_changes_nothing(store: Store) -> None:
+    """configure checks the new settings whole before they replace the old ones, so an
+    override refused halfway (the CLI's flags) leaves the worker as it was."""
+    worker = Worker(store, queues=["a"], concurrency=10, duties=False)
+    with pytest.raises(InvalidInput, match="lease_ms must be at least"):
+        worker.configure(queues="b,c", concurrency=4, lease_ms=10)
+    assert (worker.queues, worker.concurrency, worker.lease_ms) == (["a"], 10, 30_000)
+    worker.configure(queues="b,c,b", concurrency=4)
+    assert (worker.queues, worker.concurrency) == (["b", "c"], 4)
+    assert worker.config.queues == ("b", "c")
+    with pytest.raises(AttributeError):
+        worker.config.concurrency = 1  # type: ignore[misc]
