@@ -222,3 +222,37 @@ def test_latency_histograms_count_each_admit_and_finish(store: Store,
     total = {m: sum(n for _, _, mm, _, n, _ in rows if mm == m) for m in ("wait", "run")}
     assert total == {"wait": 3, "run": 2}
     assert all(r[1] % 60_000 == 0 and r[5] >= 0 for r in rows)
+
+
+def test_queue_memory_is_sampled_least_recent_first_and_reported(store: Store,
+                                                                 client: Client) -> None:
+    client.enqueue_many([Envelope(kind="k", payload=b"x" * 2_000, queue="big")
+                         for _ in range(5)])
+    client.enqueue("k", b"", queue="small")
+    extras = store.queue_extras()
+    assert extras["big"]["memory_bytes"] is None  # never sampled yet
+    assert store.sample_queue_memory(limit=1) == 1
+    assert store.sample_queue_memory(limit=1) == 1  # the other queue's turn
+    extras = store.queue_extras()
+    big, small = extras["big"], extras["small"]
+    assert big["memory_bytes"] >= 5 * 2_000 > small["memory_bytes"] > 0
+    assert big["memory_sampled_at_ms"] is not None
+    with pytest.raises(InvalidInput):
+        store.sample_queue_memory(limit=0)
+
+
+def test_a_noisy_partition_is_told_apart_from_the_quiet_group(store: Store,
+                                                              client: Client) -> None:
+    client.enqueue_many([Envelope(kind="k", payload=b"%d" % i, queue="q",
+                                  partition_key="loud") for i in range(8)])
+    quiet = client.enqueue("k", b"q", queue="q", partition_key="calm")
+    client.enqueue("k", b"even", queue="even", partition_key="a")
+    client.enqueue("k", b"even", queue="even", partition_key="b")
+    extras = store.queue_extras()
+    assert (extras["even"]["noisy_partitions"], extras["even"]["quiet_exact"]) == (0, True)
+    info = extras["q"]
+    assert (info["noisy_partitions"], info["quiet_exact"]) == (1, False)
+    assert info["quiet_oldest_available_ms"] is not None
+    job = store.get_job(quiet)
+    assert job is not None
+    assert info["quiet_oldest_available_ms"] <= store.now_ms() - job.enqueued_at_ms + 1

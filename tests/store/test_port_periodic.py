@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from headgate import Envelope, Store
-from headgate.core import Backpressure, InvalidInput
+from headgate.core import Backpressure, InvalidInput, NotFound
 from headgate.core.schedule_spec import next_after
 from headgate.store.port import ScheduleStep
 
@@ -284,3 +284,17 @@ def test_schedule_event_pages_are_checked(store: Store) -> None:
     with pytest.raises(InvalidInput, match="cursor"):
         store.list_schedule_events("s1", -1, 10)
     assert store.list_schedule_events("never", None, 10) == []
+
+
+def test_a_deleted_schedule_is_gone_but_its_events_are_kept(store: Store) -> None:
+    row = store.upsert_schedule(sched())
+    store.upsert_schedule(sched("other"))
+    event = (row["next_run_ms"], "j", "enqueued", "scheduled")
+    store.record_schedule_events("s1", [event])
+    store.delete_schedule("s1")
+    assert store.get_schedule("s1") is None
+    assert [s["id"] for s in store.list_schedules()] == ["other"]
+    assert outcomes(store, "s1") == [event]
+    assert store.due_schedules(store.now_ms() + 10**9, 10)[0]["id"] == "other"
+    with pytest.raises(NotFound):
+        store.delete_schedule("s1")
