@@ -448,7 +448,8 @@ def test_a_stop_hands_an_isolated_job_back_only_after_its_child_is_gone(
     worker = make_worker(kill_grace_ms=1_000)
     job_id = headgate.Client(store).enqueue("isolated-hang-pid", str(marker).encode())
     worker.start()
-    wait_for(marker.exists, 20, "the child to start")
+    # Created before the child writes its pid into it: wait for the pid.
+    wait_for(lambda: marker.exists() and marker.read_text().strip(), 20, "the child to start")
     child = int(marker.read_text())
     seen: list[bool] = []  # was the child alive when the store first said available?
 
