@@ -6,10 +6,12 @@ Other subcommands (``worker``, ``demo``, ``bench``) attach to the same ``main`` 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+from click.core import ParameterSource
 
 from headgate import __version__
 from headgate.config import ConfigError, Settings, redact_url
@@ -95,13 +97,33 @@ migrate_option = click.option(
     "Off: a database whose schema is behind is refused (run `headgate migrate`).",
 )
 
+class _EnvChoice(click.Choice):
+    """A choice whose value may come from an HG_ variable. A wrong flag stays click's
+    usage error; a wrong variable is a configuration error like every other HG_
+    setting: one ``headgate: error:`` line, exit 2."""
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> object:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            if ctx is None or param is None or param.name is None or \
+                    ctx.get_parameter_source(param.name) is not ParameterSource.ENVIRONMENT:
+                raise
+            click.echo(f"headgate: error: {param.envvar} must be one of "
+                       f"{', '.join(self.choices)}, got {value!r}", err=True)
+            ctx.exit(EXIT_USAGE)
+
+
+LOG_LEVELS = _EnvChoice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False)
+
 log_level_option = click.option(
     "--log-level",
     default="INFO",
     envvar="HG_LOG_LEVEL",
     show_envvar=True,
     show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    type=LOG_LEVELS,
     help="Level of headgate's log lines (stderr).",
 )
 
@@ -112,7 +134,7 @@ log_format_option = click.option(
     envvar="HG_LOG_FORMAT",
     show_envvar=True,
     show_default=True,
-    type=click.Choice(["text", "json"], case_sensitive=False),
+    type=_EnvChoice(["text", "json"], case_sensitive=False),
     help="text: one line per record; json: one JSON object per line, with job_id, kind, "
     "queue, attempt and worker_id as fields inside a job's attempt.",
 )
@@ -234,11 +256,16 @@ def migrate(store_url: str | None) -> None:
 
 
 @main.command()
-@click.option("--app", "app", required=True, metavar="MODULE:OBJ",
+@click.option("--app", "app", default=None, metavar="MODULE:OBJ",
               help="A headgate.App, a Worker, or a callable taking a store and returning "
-                   "a Worker.")
+                   "a Worker. Required, unless --django.")
+@click.option("--django", "django", is_flag=False, flag_value="default", default=None,
+              metavar="[ALIAS]",
+              help="Instead of --app: run the Django tasks of settings.TASKS[ALIAS] "
+                   "(default: default), as `manage.py headgate_worker` does; Django is set "
+                   "up from DJANGO_SETTINGS_MODULE, the current directory importable.")
 @click.option("--store", "store_url", default=None, metavar="URL",
-              help="sqlite:///PATH or postgresql://… (factory apps only). "
+              help="sqlite:///PATH or postgresql://… (factory apps and --django). "
                    "Default: from HG_STORE/HG_SQLITE/HG_PG.")
 @click.option("--queues", default=None, metavar="A,B", help="Queues to work (override).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=None,
@@ -259,11 +286,11 @@ def migrate(store_url: str | None) -> None:
 @click.option("--worker-id", default=None, help="Registry id. Default: host:pid:random.")
 @click.option("--log-level", default="INFO", show_default=True, envvar="HG_LOG_LEVEL",
               show_envvar=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-              help="INFO logs one line per job outcome.")
+              type=LOG_LEVELS, help="INFO logs one line per job outcome.")
 @log_format_option
 @migrate_option
-def worker(app: str, store_url: str | None, queues: str | None, concurrency: int | None,
+def worker(app: str | None, django: str | None, store_url: str | None,
+           queues: str | None, concurrency: int | None,
            lease_ms: int | None, drain_ms: int | None, duties: bool | None,
            isolated: bool | None, worker_id: str | None, log_level: str,
            log_format: str, migrate: bool | None) -> None:
@@ -275,17 +302,34 @@ def worker(app: str, store_url: str | None, queues: str | None, concurrency: int
     from headgate.core import InvalidInput
     from headgate.worker.launcher import run_worker
 
+    if app is not None and django is not None:
+        _fail("--app and --django are alternatives: give one")
+    if app is None and django is None:
+        _fail("--app MODULE:OBJ is required (or --django for a Django project's tasks)")
     _configure_logging(log_level, log_format.lower())
+    overrides: dict[str, Any] = {
+        "store_url": store_url, "queues": queues, "concurrency": concurrency,
+        "lease_ms": lease_ms, "drain_ms": drain_ms, "duties": duties, "isolated": isolated,
+        "worker_id": worker_id, "migrate": migrate}
     try:
-        code = run_worker(app, store_url=store_url, queues=queues, concurrency=concurrency,
-                          lease_ms=lease_ms, drain_ms=drain_ms, duties=duties,
-                          isolated=isolated, worker_id=worker_id, migrate=migrate)
+        if app is not None:
+            code = run_worker(app, **overrides)
+        else:
+            code = _django_runner()(django, **overrides)
     except StoreUnavailable as exc:
         _store_failed(exc)
     except (ConfigError, ValueError, InvalidInput) as exc:
         _fail(str(exc))
     click.get_current_context().exit(code)
 
+
+def _django_runner() -> Callable[..., int]:
+    """``run_backend_worker``, imported only for ``--django`` (an optional extra)."""
+    try:
+        from headgate.contrib.django.worker import run_backend_worker
+    except ImportError as exc:
+        _fail(f"--django needs headgate[django] (Django and its tasks framework): {exc}")
+    return run_backend_worker
 
 
 @main.command()
@@ -323,19 +367,20 @@ def demo(db_path: str, fresh: bool, addr: str | None, with_workers: bool,
             fleet.terminate()
             fleet.wait(timeout=15)
 
-if __name__ == "__main__":
-    main()
-
 
 # `headgate bench NAME …`: the repository's benchmarks (bench/), which stay scripts so
 # they can import the peer harness by path and run without the package installed.
 BENCHMARKS = {
     "api": "api.py",
     "engine": "engine.py",
+    "http": "http.py",
     "import_time": "import_time.py",
     "inspect": "inspection.py",
+    "limits": "limits.py",
+    "memory": "memory.py",
     "peers": "peers_headgate.py",
     "reliability": "reliability.py",
+    "wal": "wal.py",
     "worker": "worker.py",
 }
 
@@ -358,3 +403,6 @@ def bench(name: str, args: tuple[str, ...]) -> None:
     code = subprocess.call([sys.executable, str(script), *args], cwd=script.parent.parent)
     click.get_current_context().exit(code)
 
+
+if __name__ == "__main__":  # `python -m headgate.cli`, as `python -m headgate`
+    main()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import headgate_cmd
 
 import headgate
 
@@ -213,3 +214,59 @@ def test_failures_and_bad_arguments(site: dict[str, str], store_url: str) -> Non
         assert store.list_jobs(headgate.JobFilter(kind="orders.tasks.add")).jobs == []
     finally:
         store.close()
+
+
+def test_headgate_worker_django_runs_the_projects_tasks(store_url: str,
+                                                        tmp_path: Path) -> None:
+    """`headgate worker --django` (issue 20) runs the worker `manage.py headgate_worker`
+    runs, Django set up from DJANGO_SETTINGS_MODULE with the project folder (the working
+    directory) importable, not from PYTHONPATH."""
+    env = site_env(tmp_path, store_url)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=SITE, env=env,
+                   check=True, timeout=120)
+    worker_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    log = tmp_path / "cli-worker.err"
+    with log.open("wb") as err:
+        worker = subprocess.Popen(
+            [*headgate_cmd(), "worker", "--django", "--queues", "default,orders",
+             "--concurrency", "2", "--worker-id", "cli-django", "--drain-ms", "2000"],
+            cwd=SITE, env=worker_env, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        got = run_site(env, """
+            done = settle(tasks.add.enqueue(2, 3))
+            order = Order.objects.create(customer="ada")
+            shipped = settle(tasks.ship.enqueue(order.pk))
+            failed = settle(tasks.refuse.enqueue("no"))
+            out(status=done.status, value=done.return_value, worker=done.worker_ids,
+                shipped=shipped.return_value, failed=failed.status,
+                error=failed.errors[0].exception_class_path)
+        """)
+    finally:
+        worker.terminate()
+        try:
+            code = worker.wait(30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            raise
+    assert code == 0, log.read_text()
+    assert got["status"] == "SUCCESSFUL" and got["value"] == 5, log.read_text()
+    assert got["worker"] == ["cli-django"]
+    assert got["shipped"]["customer"] == "ada"  # the "orders" queue, a model's row
+    assert (got["failed"], got["error"]) == ("FAILED", "builtins.ValueError")
+
+
+@pytest.mark.parametrize("settings_module, message", [
+    (None, "DJANGO_SETTINGS_MODULE is not set"),
+    ("no_such_site.settings", "cannot set up Django with no_such_site.settings"),
+])
+def test_headgate_worker_django_without_a_usable_project_is_one_error_line(
+        tmp_path: Path, settings_module: str | None, message: str) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("HG_") and k != "DJANGO_SETTINGS_MODULE"}
+    if settings_module:
+        env["DJANGO_SETTINGS_MODULE"] = settings_module
+    result = subprocess.run([*headgate_cmd(), "worker", "--django"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"headgate: error: {message}"), line

@@ -1,4 +1,5 @@
-"""Running Django tasks in a headgate ``Worker`` (``manage.py headgate_worker``).
+"""Running Django tasks in a headgate ``Worker`` (``manage.py headgate_worker``, or
+``headgate worker --django`` from the project's folder with DJANGO_SETTINGS_MODULE set).
 
 A worker must know each kind before it starts, and Django keeps no registry of tasks,
 so the worker imports the ``tasks`` module of every installed app (as
@@ -20,17 +21,24 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import os
+import sys
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
+import django
 from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections
 from django.utils.module_loading import autodiscover_modules
 
+from headgate.config import ConfigError
 from headgate.core import Job, State
 from headgate.store import open_store
 from headgate.worker import JobContext, Retry, Worker
+from headgate.worker.launcher import env_lease_ms
 
 from . import compat
 from .backend import HeadgateBackend, error_text
@@ -100,15 +108,18 @@ def _as_running(job: Job, ctx: JobContext) -> Job:
 
 def build_worker(backend: HeadgateBackend, *, store_url: str | None = None,
                  queues: Iterable[str] | None = None, concurrency: int = 10,
-                 **options: Any) -> Worker:
+                 migrate: bool | None = None, **options: Any) -> Worker:
     """A Worker on ``store_url`` (default: the backend's URL when it is a store's, else
-    HG_STORE/HG_SQLITE/HG_PG) running every task of the backend."""
+    HG_STORE/HG_SQLITE/HG_PG) running every task of the backend. ``migrate`` (None:
+    ``HG_MIGRATE``) says whether opening the store applies pending migrations."""
     url = store_url
     if url is None and backend.url and not backend.url.startswith(("http://", "https://")):
         url = backend.url
     settings = backend.app.settings()
     if url:
         settings = settings.with_store_url(url)
+    if migrate is not None:
+        settings = replace(settings, migrate=migrate)
     store = open_store(settings.store_url(), **settings.store_options())  # type: ignore[arg-type]
     names = list(queues or sorted(backend.queues) or [compat.DEFAULT_TASK_QUEUE_NAME])
     worker = Worker(store, queues=names, concurrency=concurrency, **options)
@@ -119,4 +130,59 @@ def build_worker(backend: HeadgateBackend, *, store_url: str | None = None,
     return worker
 
 
-__all__ = ["build_worker", "discover_tasks", "make_handler"]
+def setup_django() -> None:
+    """``django.setup()`` for a process that is not manage.py: the settings module named
+    by DJANGO_SETTINGS_MODULE, the current directory importable as manage.py's folder
+    is. ``ConfigError`` when Django cannot be set up that way."""
+    name = os.environ.get("DJANGO_SETTINGS_MODULE", "").strip()
+    if not name:
+        raise ConfigError("DJANGO_SETTINGS_MODULE is not set: name the project's settings "
+                          "module (as manage.py does), e.g. mysite.settings")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        django.setup()
+    except (ImportError, ImproperlyConfigured) as exc:
+        raise ConfigError(f"cannot set up Django with {name}: {exc}") from exc
+
+
+def backend_worker(alias: str = "default", **options: Any) -> Worker:
+    """``build_worker`` for ``settings.TASKS[alias]``, what ``manage.py headgate_worker
+    --backend ALIAS`` and ``headgate worker --django ALIAS`` run. ``ConfigError`` when
+    the alias names no backend or one that is not a ``HeadgateBackend``."""
+    try:
+        backend = compat.task_backends[alias]
+    except ImproperlyConfigured as exc:  # the framework's InvalidTaskBackend(Error)
+        raise ConfigError(f"TASKS[{alias!r}]: {exc}") from exc
+    if not isinstance(backend, HeadgateBackend):
+        raise ConfigError(f"TASKS[{alias!r}] is {type(backend).__name__}, not "
+                          "HeadgateBackend")
+    return build_worker(backend, **options)
+
+
+def run_backend_worker(
+    alias: str = "default", *, store_url: str | None = None, queues: str | None = None,
+    concurrency: int | None = None, lease_ms: int | None = None,
+    drain_ms: int | None = None, duties: bool | None = None, isolated: bool | None = None,
+    worker_id: str | None = None, migrate: bool | None = None,
+) -> int:
+    """Everything ``headgate worker --django`` does after parsing flags: set Django up,
+    build the worker ``manage.py headgate_worker`` builds, apply the overrides as
+    ``headgate worker`` does (``HG_LEASE_MS`` included), run it until a signal; the
+    exit code."""
+    setup_django()
+    names = [q.strip() for q in (queues or "").split(",") if q.strip()] or None
+    worker = backend_worker(alias, store_url=store_url, queues=names,
+                            concurrency=concurrency or 10, migrate=migrate)
+    try:
+        worker.configure(lease_ms=lease_ms if lease_ms is not None else env_lease_ms(),
+                         drain_ms=drain_ms, duties=duties, isolated=isolated,
+                         worker_id=worker_id)
+        return worker.run()  # SIGTERM/SIGINT drain, as under headgate worker
+    finally:
+        worker.store.close()
+
+
+__all__ = ["backend_worker", "build_worker", "discover_tasks", "make_handler",
+           "run_backend_worker", "setup_django"]

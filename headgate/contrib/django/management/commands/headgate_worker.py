@@ -14,9 +14,7 @@ from headgate.config import ConfigError
 from headgate.core import InvalidInput, StoreUnavailable
 from headgate.worker.launcher import configure_logging
 
-from ... import compat
-from ...backend import HeadgateBackend
-from ...worker import build_worker
+from ...worker import backend_worker
 
 EXIT_CONFIG = 2
 EXIT_UNAVAILABLE = 69
@@ -41,15 +39,12 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         configure_logging(options["log_level"], options["log_format"])
-        backend = compat.task_backends[options["backend"]]
-        if not isinstance(backend, HeadgateBackend):
-            self._fail(f"TASKS[{options['backend']!r}] is {type(backend).__name__}, not "
-                       "HeadgateBackend")
         queues = [q for q in (options["queues"] or "").split(",") if q] or None
         extra = {k: options[k] for k in ("worker_id", "drain_ms") if options[k] is not None}
         try:
-            worker = build_worker(backend, store_url=options["store_url"], queues=queues,
-                                  concurrency=options["concurrency"], **extra)
+            worker = backend_worker(options["backend"], store_url=options["store_url"],
+                                    queues=queues, concurrency=options["concurrency"],
+                                    **extra)
         except StoreUnavailable as exc:
             self.stderr.write(f"headgate: error: {exc}")
             sys.exit(EXIT_UNAVAILABLE)
