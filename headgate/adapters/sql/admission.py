@@ -341,7 +341,10 @@ def _take(gate: Gate, queue: str, partition: str, take: int, running: dict[str, 
     after: tuple[int, int] | None = None
     limits = gate.queue_limits(queue)
     while got < take and scanned < MAX_SCAN_PER_PARTITION:
-        batch = take - got + SCAN_BATCH_EXTRA
+        # First what is wanted, then room to skip what a policy turns away: on
+        # PostgreSQL every candidate read is locked (FOR UPDATE, a WAL record per row),
+        # and PostgreSQL's function sizes its batches the same way.
+        batch = take - got + (SCAN_BATCH_EXTRA if after is not None else 0)
         lock = conn.dialect.skip_locked
         if after is None:
             rows = conn.execute(

@@ -514,7 +514,11 @@ BEGIN
                             v_after_rowid := NULL;
                             <<scan>>
                             WHILE v_took < v_take AND v_scanned < p_max_scan LOOP
-                                v_batch := v_take - v_took + p_scan_extra;
+                                -- First what is wanted, then room to skip: every row read
+                                -- here is locked, one WAL record each (admission._take).
+                                v_batch := v_take - v_took
+                                           + CASE WHEN v_after_rowid IS NULL THEN 0
+                                                  ELSE p_scan_extra END;
                                 IF v_after_rowid IS NULL THEN
                                     SELECT coalesce(array_agg(ROW(j.rowid, j.id, j.priority,
                                                j.fingerprint, j.rate_class, j.weight,
