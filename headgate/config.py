@@ -178,7 +178,7 @@ class Settings:
     api_read_tokens: tuple[str, ...] = field(default=(), repr=False)
     # The console's session cookie is sent over HTTPS only (behind a TLS proxy).
     cookie_secure: bool = False
-    # Failed token attempts an address may make in a minute (headgate/web/failed_attempts.py).
+    # Failed token attempts an address may make in a minute (headgate/web/auth_throttle.py).
     auth_failures_per_minute: int = DEFAULT_AUTH_FAILURES_PER_MINUTE
     # Apply pending migrations when a process opens the store (SPEC §2: "at start-up
     # when asked"). Off: a schema behind the code is refused, for operators who migrate

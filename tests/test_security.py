@@ -57,7 +57,7 @@ from headgate.dashboard import live
 from headgate.dashboard.demo import Seeded, seed
 from headgate.scheduling import run_schedule_now
 from headgate.web import create_app
-from headgate.web.failed_attempts import FailedAttempts
+from headgate.web.auth_throttle import FailedAttempts
 
 if TYPE_CHECKING:
     from api_helpers import Api

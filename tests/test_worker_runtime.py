@@ -25,8 +25,8 @@ from test_worker_app import register_all
 import headgate
 from headgate import InvalidInput, Job, LeaseLost, Outcome, State, Store, Worker
 from headgate.worker import DEADLINE_HEADER, EXIT_RESTART, JobContext
-from headgate.worker.context import AttemptGate
-from headgate.worker.duties import WORKER_DUTIES
+from headgate.worker.default_duties import WORKER_DUTIES
+from headgate.worker.job_context import AttemptGate
 
 FAST = {"heartbeat_ms": 100, "poll_ceiling_ms": 50, "kill_grace_ms": 300,
         "timeout_grace_ms": 300, "lease_ms": 1500}

@@ -16,7 +16,7 @@ import flask
 from werkzeug.exceptions import HTTPException
 
 from headgate.config import Settings
-from headgate.web import failed_attempts
+from headgate.web import auth_throttle
 from headgate.web.globals import get_store
 from headgate.web.segments import Segment, keep_encoded_slashes
 
@@ -56,7 +56,7 @@ def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None
         read_only=settings.read_only,
     )
     app.extensions[API_KEY] = state
-    failed_attempts.install(app, settings.auth_failures_per_minute)
+    auth_throttle.install(app, settings.auth_failures_per_minute)
     app.extensions["headgate.api.background"] = background
     if app.config.get("MAX_CONTENT_LENGTH") is None:  # Flask's default is unlimited
         app.config["MAX_CONTENT_LENGTH"] = MAX_CONTENT_LENGTH

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import flask
 
 from headgate.config import Settings
-from headgate.web import failed_attempts
+from headgate.web import auth_throttle
 
 from .errors import ApiError
 
@@ -79,11 +79,11 @@ def authenticate(tokens: TokenSet) -> Caller:
     scheme, _, value = header.partition(" ")
     if not header:
         raise ApiError(401, "missing bearer token", headers=challenge)
-    if wait := failed_attempts.wait_s():
+    if wait := auth_throttle.wait_s():
         raise ApiError(429, f"too many failed token attempts; retry in {wait} s",
                        headers={"Retry-After": str(wait)})
     caller = tokens.match(value.strip()) if scheme.lower() == "bearer" else None
     if caller is None:
-        failed_attempts.record_failure()
+        auth_throttle.record_failure()
         raise ApiError(401, "invalid bearer token", headers=challenge)
     return caller

@@ -16,7 +16,7 @@ import flask
 from werkzeug.exceptions import HTTPException
 
 from headgate.core import HeadgateError, Job, JobFilter, JobPage, drain, names
-from headgate.web import failed_attempts
+from headgate.web import auth_throttle
 from headgate.web.errors import error_response
 from headgate.web.globals import get_store
 
@@ -190,12 +190,12 @@ def signin_post() -> tuple[str, int] | tuple[str, int, dict[str, str]] | flask.R
         return render("signin.html", page="signin", title="Sign in", next=nxt,
                       error="The form expired; please try again."), 400
     token = flask.request.form.get("token", "").strip()
-    if wait := failed_attempts.wait_s():
+    if wait := auth_throttle.wait_s():
         page = render("signin.html", page="signin", title="Sign in", next=nxt,
                       error=f"Too many failed attempts; try again in {wait} s.")
         return page, 429, {"Retry-After": str(wait)}
     if auth.caller_for(token) is None:
-        failed_attempts.record_failure()
+        auth_throttle.record_failure()
         return render("signin.html", page="signin", title="Sign in", next=nxt,
                       error="That token is not accepted by this server."), 401
     flask.session.clear()

@@ -1,7 +1,7 @@
 """The client's address behind reverse proxies (HG_TRUSTED_PROXIES).
 
 Behind a proxy every request comes from the proxy's address, so the failed-token
-throttle (failed_attempts.py) would count everyone's failures together and lock out
+throttle (auth_throttle.py) would count everyone's failures together and lock out
 every caller at once. With HG_TRUSTED_PROXIES the client address is read from the
 proxies' headers instead; without it those headers are ignored, since any client can
 send them.

@@ -37,8 +37,8 @@ attempt ends), ``acks``, ``leases``, ``heartbeat`` (signals), ``control`` (statu
 ``isolation`` and ``launcher`` (CLI, signals, exit codes).
 """
 
-from .context import JobContext
 from .decoders import JsonDecoder
+from .job_context import JobContext
 from .outcomes import JobOutcome, RateLimited, Retry, Revoke, Skip, Snooze, Undecodable
 from .runtime import (
     DEADLINE_HEADER,

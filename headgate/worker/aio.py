@@ -38,7 +38,7 @@ import threading
 from collections.abc import Awaitable
 from typing import Any
 
-from .context import AttemptGate
+from .job_context import AttemptGate
 
 log = logging.getLogger("headgate.worker")
 

@@ -21,8 +21,8 @@ from typing import Any
 
 from headgate.core import Claim
 
-from .context import AttemptGate, JobContext, LogCapture
 from .handlers import HandlerSpec
+from .job_context import AttemptGate, JobContext, LogCapture
 
 log = logging.getLogger("headgate.worker")
 

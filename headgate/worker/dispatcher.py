@@ -32,9 +32,9 @@ from headgate.store.port import Store
 
 from .acks import AckQueue, Queued
 from .attempts import Inflight
-from .control import Control
 from .polling import Backoff, Probe
 from .pool import Pool
+from .run_state import Control
 
 log = logging.getLogger("headgate.worker")
 

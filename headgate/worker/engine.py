@@ -39,15 +39,15 @@ from . import isolation
 from .acks import AckQueue
 from .aio import EventLoopThread
 from .attempts import Inflight
-from .control import Control
+from .default_duties import WorkerDuties
 from .dispatcher import Dispatcher, Doorbell
-from .duties import WorkerDuties
 from .handlers import HandlerSpec
 from .heartbeat import HOST, Heartbeat
 from .leases import LeaseKeeper
 from .observe import AttemptHook
 from .polling import change_probe
 from .pool import Pool
+from .run_state import Control
 from .worker_config import WorkerConfig
 
 log = logging.getLogger("headgate.worker")

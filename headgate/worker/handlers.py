@@ -15,8 +15,8 @@ from typing import Any
 
 from headgate.core import InvalidInput, Job
 
-from .context import JobContext
 from .decoders import Decoder
+from .job_context import JobContext
 
 Handler = Callable[[Job, JobContext], Any]
 

@@ -23,7 +23,7 @@ from headgate.store.port import Store
 from headgate.streak import FailureStreak
 
 from .attempts import NOT_OURS, Inflight
-from .control import EXIT_OK, EXIT_RESTART, STATUS_RESTARTING, STATUS_STOPPING, Control
+from .run_state import EXIT_OK, EXIT_RESTART, STATUS_RESTARTING, STATUS_STOPPING, Control
 
 log = logging.getLogger("headgate.worker")
 

@@ -36,9 +36,9 @@ from typing import Any
 from headgate.core import Job, Outcome
 
 from .aio import run_in_child
-from .context import MAX_LOG_LINE, JobContext, LogCapture, _blob, check_progress
 from .execution import Decision, error_text, from_exception, from_value, never_run
 from .handlers import resolve_ref
+from .job_context import MAX_LOG_LINE, JobContext, LogCapture, _blob, check_progress
 from .outcomes import JobOutcome
 
 log = logging.getLogger("headgate.worker")

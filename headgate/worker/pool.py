@@ -31,9 +31,9 @@ from . import isolation
 from .acks import AckQueue
 from .aio import EventLoopThread
 from .attempts import Attempt, Inflight
-from .context import JobContext, LogCapture, job_logger
 from .execution import Decision, error_text, from_exception, from_value
 from .handlers import HandlerSpec, handler_ref
+from .job_context import JobContext, LogCapture, job_logger
 from .observe import AttemptHook, attempt_scope
 from .outcomes import JobOutcome, Undecodable
 

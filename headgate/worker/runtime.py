@@ -23,21 +23,21 @@ from typing import Any
 from headgate.core import InvalidInput
 from headgate.store.port import Store
 
-from .context import DEFAULT_MAX_LOG_LINES
-from .control import (
+from .decoders import Decoder
+from .default_duties import DEFAULT_RESIGN_COOLDOWN_MS, WorkerDuties, worker_duty_runner
+from .engine import Engine
+from .handlers import Handler, HandlerSpec, check_handler, isolated_modules
+from .heartbeat import default_worker_id
+from .job_context import DEFAULT_MAX_LOG_LINES
+from .observe import AttemptHook
+from .pool import DEADLINE_HEADER
+from .run_state import (
     EXIT_FORCED,
     EXIT_OK,
     EXIT_RESTART,
     STATUS_STOPPING,
     Control,
 )
-from .decoders import Decoder
-from .duties import DEFAULT_RESIGN_COOLDOWN_MS, WorkerDuties, worker_duty_runner
-from .engine import Engine
-from .handlers import Handler, HandlerSpec, check_handler, isolated_modules
-from .heartbeat import default_worker_id
-from .observe import AttemptHook
-from .pool import DEADLINE_HEADER
 from .signals import install_signal_handlers
 from .worker_config import MIN_LEASE_MS, WorkerConfig, positive_ms
 
@@ -75,7 +75,7 @@ class Worker:
       then ``skip`` with "deadline exceeded".
     - ``duties`` (default ``True``): the maintenance duties a fleet of workers needs
       without a server — reclaimer, promoter, scheduler, retention, worker aging,
-      history (``worker.duties.WORKER_DUTIES``; why these: ``headgate.worker.duties``)
+      history (``worker.duties.WORKER_DUTIES``; why these: ``headgate.worker.default_duties``)
       — run in this process under singleton duty leases, so each runs in one process
       of the fleet. ``False`` runs none (a server or another process carries them); a
       list of names runs those. ``duty_runner`` replaces the default runner.

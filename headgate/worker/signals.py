@@ -13,7 +13,7 @@ import os
 import signal
 from typing import Any, Protocol
 
-from .control import EXIT_FORCED
+from .run_state import EXIT_FORCED
 
 log = logging.getLogger("headgate.worker")
 

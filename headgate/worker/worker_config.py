@@ -16,8 +16,8 @@ from typing import Any
 
 from headgate.core import InvalidInput
 
-from .context import DEFAULT_MAX_LOG_LINES
-from .duties import DEFAULT_RESIGN_COOLDOWN_MS, duty_names
+from .default_duties import DEFAULT_RESIGN_COOLDOWN_MS, duty_names
+from .job_context import DEFAULT_MAX_LOG_LINES
 
 # The shortest lease a worker takes. The lease keeper renews every third of the lease
 # in one store round trip that must commit before the lease ends: at 250 ms that is a
