@@ -1043,6 +1043,7 @@ SQL_INTERPOLATIONS: dict[str, str] = {
     "_TERMINAL_MARKS": "quoted State enum values (code constants, not input)",
     "_UNFINISHED_MARKS": "quoted State enum values (code constants, not input)",
     "CHANNEL": "the constant LISTEN/NOTIFY channel name",
+    "FINISHED_CHANNEL": "the constant channel name result waiters LISTEN on",
     "CLOCK": "the constant clock expression",
     "int(self.busy_timeout_ms)": "an int() of configuration, in a PRAGMA (no placeholders "
                                  "there)",

@@ -29,10 +29,16 @@ DELETE FROM queue_latency WHERE (queue, bucket_ms, metric, le_ms) IN (
 }
 # The tables hold at most the horizon's worth of buckets once the duty runs, and the
 # counts go by the `bucket_ms` index (the oldest bucket is one index probe).
-COUNTS = """
-SELECT (SELECT count(*) FROM {table}), (SELECT count(*) FROM {table} WHERE bucket_ms < ?),
-       (SELECT min(bucket_ms) FROM {table})
-"""
+COUNTS = {
+    "queue_history": """
+SELECT (SELECT count(*) FROM queue_history),
+       (SELECT count(*) FROM queue_history WHERE bucket_ms < ?),
+       (SELECT min(bucket_ms) FROM queue_history)""",
+    "queue_latency": """
+SELECT (SELECT count(*) FROM queue_latency),
+       (SELECT count(*) FROM queue_latency WHERE bucket_ms < ?),
+       (SELECT min(bucket_ms) FROM queue_latency)""",
+}
 
 
 def prune_older(conn: Connection, cutoff_ms: int, limit: int) -> int:
@@ -47,8 +53,8 @@ def prune_older(conn: Connection, cutoff_ms: int, limit: int) -> int:
 
 def counts(conn: Connection, cutoff_ms: int) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    for table in PRUNE:
-        rows, expired, oldest = conn.execute(COUNTS.format(table=table), (cutoff_ms,)).fetchone()
+    for table, sql in COUNTS.items():
+        rows, expired, oldest = conn.execute(sql, (cutoff_ms,)).fetchone()
         out[table.removeprefix("queue_")] = {
             "rows": int(rows), "expired": int(expired),
             "oldest_bucket_ms": None if oldest is None else int(oldest),

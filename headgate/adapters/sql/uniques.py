@@ -44,13 +44,16 @@ def counts(conn: Connection, now: int) -> dict[str, int]:
 SWEEP = "uniques_orphans"
 SELECT_STATE = "SELECT cursor, pruned, passes, pass_at_ms FROM upkeep WHERE name = ?"
 # One batch of keys in key order; the third column marks an orphan (PK lookups only).
-SCAN = """
+SCAN_START = """
 SELECT key, job_id, CASE WHEN expires_at_ms IS NULL
     AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = uniques.job_id) THEN 1 ELSE 0 END
-FROM uniques {where} ORDER BY key LIMIT ?
+FROM uniques ORDER BY key LIMIT ?
 """
-SCAN_START = SCAN.format(where="")
-SCAN_AFTER = SCAN.format(where="WHERE key > ?")
+SCAN_AFTER = """
+SELECT key, job_id, CASE WHEN expires_at_ms IS NULL
+    AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = uniques.job_id) THEN 1 ELSE 0 END
+FROM uniques WHERE key > ? ORDER BY key LIMIT ?
+"""
 # Re-checked as the row goes: on PostgreSQL an enqueue may have claimed the key for a
 # new job since the scan (job_id differs then, so the row stays).
 DELETE_ORPHAN = """
