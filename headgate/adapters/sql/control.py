@@ -13,6 +13,14 @@ from headgate.core.policy import SATURATION_STRATEGIES, WORKER_SIGNALS
 
 from .admission import RateBucket
 from .conn import Connection
+from .enqueue import ENSURE_QUEUE
+
+# Available jobs naming a rate class, counted up to a bound (rate_class_jobs index).
+RATE_CLASS_WAITING = """
+SELECT count(*) FROM (
+    SELECT 1 FROM jobs WHERE rate_class = ? AND rate_class <> '' AND state = 'available'
+    LIMIT 100000
+) AS waiting"""
 
 SELECT_JOB_STATE = (
     "SELECT state, queue, attempt, max_attempts, retention_ms FROM jobs WHERE id = ?{for_update}"
@@ -112,10 +120,7 @@ def quarantine_release(conn: Connection, now: int, fp: str) -> tuple[int, set[st
 
 def ensure_queue(conn: Connection, now: int, queue: str) -> None:
     check_text("queue", queue)
-    conn.execute(
-        "INSERT INTO queues (name, created_at_ms) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
-        (queue, now),
-    )
+    conn.execute(ENSURE_QUEUE, (queue, now))
 
 
 def set_queue(conn: Connection, now: int, queue: str, column: str, value: Any) -> None:
@@ -173,10 +178,7 @@ def delete_rate_class(conn: Connection, name: str, force: bool) -> int:
     admitted without a budget."""
     if conn.execute("SELECT 1 FROM rate_classes WHERE name = ?", (name,)).fetchone() is None:
         raise NotFound("rate class", name)
-    waiting = conn.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE rate_class = ? AND rate_class <> '' "
-        "AND state = 'available' LIMIT 100000) AS waiting", (name,),
-    ).fetchone()[0]
+    waiting = conn.execute(RATE_CLASS_WAITING, (name,)).fetchone()[0]
     if waiting == 0 or force:
         conn.execute("DELETE FROM rate_classes WHERE name = ?", (name,))
     return int(waiting)

@@ -16,6 +16,7 @@ from headgate.core.job import Blob, Progress
 
 from .admission import RateBucket
 from .conn import Connection
+from .control import RATE_CLASS_WAITING
 from .rows import JOB_COLUMNS, JOB_COLUMNS_WITH_PAYLOAD, minute, row_to_job
 
 
@@ -137,11 +138,7 @@ def rate_classes(conn: Connection, now: int) -> list[dict[str, Any]]:
         "FROM rate_classes ORDER BY name"
     ).fetchall():
         bucket = RateBucket.load(row[1:], now)
-        waiting = conn.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE rate_class = ? "
-            "AND rate_class <> '' AND state = 'available' LIMIT 100000) AS waiting",
-            (row[0],),
-        ).fetchone()[0]
+        waiting = conn.execute(RATE_CLASS_WAITING, (row[0],)).fetchone()[0]
         out.append({
             "name": row[0],
             "tokens_available": round(bucket.tokens, 3),
