@@ -78,6 +78,14 @@ class ApiState:
             self.client = Client(store, **kwargs)
         return self.client
 
+    def embedding_code_enqueues(self) -> bool:
+        """Whether an enqueue runs embedding code (authorizer, middleware, hooks,
+        plugins): code of unknown duration, which must not run inside a write
+        transaction, and whose run a concurrent retry must see as in progress (409)."""
+        hooks = self.hooks
+        return bool(hooks.enqueue_authorizer is not None or hooks.middleware
+                    or hooks.insert_hooks or hooks.plugins)
+
 
 def api_state(app: flask.Flask | None = None) -> ApiState:
     app = app if app is not None else flask.current_app

@@ -66,20 +66,58 @@ def require_key() -> str:
     return key
 
 
+# Routes that claim their key themselves, in the same transaction as their action where
+# they can (one commit per request); the blueprint's hook only checks the header.
+OWN_TRANSACTION = frozenset({"api.enqueue"})
+
+
 def before_mutation() -> flask.Response | None:
     """Claim the key, or answer with the stored response (None: go on and handle it)."""
+    require_key()
+    if flask.request.endpoint in OWN_TRANSACTION:
+        return None
+    return claim()
+
+
+def claim() -> flask.Response | None:
+    """The key claimed in its own transaction (completed by after_request), or the
+    stored answer to give instead."""
     scope = scope_key(require_key())
     wanted = request_hash()
     record = store().idempotency_begin(scope, wanted)
     if record is None:
         setattr(flask.g, _SCOPE, scope)
         return None
+    return answer_existing(record, wanted)
+
+
+def answer_existing(record: dict, wanted: str) -> flask.Response:
+    """A key that has a record: its replay, or why it cannot be replayed."""
     if record["request_hash"] != wanted:
         raise ApiError(422, "Idempotency-Key was already used with a different request")
     if record["state"] != "done":
         raise ApiError(409, "a request with this Idempotency-Key is still in progress",
                        headers={"Retry-After": "1"})
     return replay(record)
+
+
+def stored_parts(response: flask.Response) -> tuple[int, dict[str, str], bytes]:
+    """What a replay of `response` needs: status, the meaningful headers, the body."""
+    headers = {k: v for k in STORED_HEADERS if (v := response.headers.get(k))}
+    return response.status_code, headers, response.get_data()
+
+
+def unclaimed_error(error: Exception) -> Exception | flask.Response:
+    """For an OWN_TRANSACTION route whose input was refused before its transaction:
+    what the key says first (replay, 422 for another body, 409), as if the key had been
+    claimed before the input was read; otherwise the input's own error."""
+    scope = scope_key(require_key())
+    wanted = request_hash()
+    record = store().idempotency_begin(scope, wanted)
+    if record is None:
+        store().idempotency_abort(scope)
+        return error
+    return answer_existing(record, wanted)
 
 
 def replay(record: dict) -> flask.Response:
@@ -112,9 +150,7 @@ def after_request(response: flask.Response) -> flask.Response:
         return response
     try:
         if 200 <= response.status_code < 300 and not response.is_streamed:
-            headers = {k: v for k in STORED_HEADERS if (v := response.headers.get(k))}
-            store().idempotency_complete(scope, response.status_code, headers,
-                                         response.get_data())
+            store().idempotency_complete(scope, *stored_parts(response))
         else:
             store().idempotency_abort(scope)
     except Exception:  # noqa: BLE001 - the action happened; the response must still go out

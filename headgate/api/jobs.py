@@ -25,8 +25,17 @@ from headgate.core.ids import new_id
 from headgate.core.job_search import parse_search
 from headgate.web.segments import Segment
 
+from . import idempotency
 from .blueprint import bp, json_response, no_content
-from .context import caller, enqueue_context, idempotency_key, producer, producer_call, store
+from .context import (
+    api_state,
+    caller,
+    enqueue_context,
+    idempotency_key,
+    producer,
+    producer_call,
+    store,
+)
 from .errors import ApiError, raw_msg
 from .params import dflt, json_body, opt, query, req
 
@@ -190,6 +199,69 @@ def _idem_unique_key(key: str) -> bytes:
 
 @bp.post("/jobs")
 def enqueue() -> flask.Response:
+    """The input is read before the key is claimed, so the write transaction (SQLite's
+    one writer) holds only the key's record, the enqueue and the stored answer: one
+    commit per request. A refused input still answers as the key says first.
+    Embedding code (middleware, hooks) runs outside any write transaction instead: the
+    key is claimed first, in its own, as on every other mutating route."""
+    if api_state().embedding_code_enqueues():
+        return _enqueue_claimed_first()
+    try:
+        env, idem_backed = _enqueue_envelope()
+    except (ApiError, HeadgateError) as exc:
+        answer = idempotency.unclaimed_error(exc)
+        if answer is exc:
+            raise
+        if isinstance(answer, BaseException):
+            raise answer from None
+        return answer
+    wanted = idempotency.request_hash()
+    duplicate: Duplicate | None = None
+    with store().idempotent_write(idempotency.scope_key(idempotency_key()), wanted) as tx:
+        if tx.record is not None:
+            return idempotency.answer_existing(tx.record, wanted)
+        # Stored before the enqueue: PostgreSQL holds the queue's lock from the enqueue
+        # to the commit, so nothing else runs in between.
+        resp = json_response({"id": env.id}, 201)
+        tx.respond(*idempotency.stored_parts(resp))
+        tx.queues.add(env.queue)
+        try:
+            with producer_call():
+                ids = producer().enqueue_many([env], context=enqueue_context(),
+                                              conn=tx.conn)
+            if ids[0] != env.id:  # a middleware's own envelope
+                resp = json_response({"id": ids[0]}, 201)
+                tx.respond(*idempotency.stored_parts(resp))
+        except Duplicate as dup:
+            if idem_backed:
+                # Replay, not conflict: same Idempotency-Key → same job.
+                resp = json_response({"id": dup.existing_id, "replayed": True}, 201)
+                tx.respond(*idempotency.stored_parts(resp))
+            else:
+                tx.forget()  # a replace of the holder commits; the key stays free
+                duplicate = dup
+    if duplicate is not None:
+        raise duplicate
+    return resp
+
+
+def _enqueue_claimed_first() -> flask.Response:
+    answer = idempotency.claim()
+    if answer is not None:
+        return answer
+    env, idem_backed = _enqueue_envelope()
+    try:
+        with producer_call():
+            ids = producer().enqueue_many([env], context=enqueue_context())
+    except Duplicate as dup:
+        if idem_backed:
+            return json_response({"id": dup.existing_id, "replayed": True}, 201)
+        raise
+    return json_response({"id": ids[0]}, 201)
+
+
+def _enqueue_envelope() -> tuple[Envelope, bool]:
+    """The request's envelope, and whether its unique key is the Idempotency-Key."""
     b = json_body(*ENQUEUE_FIELDS)
     if b["weight"] == 0:
         raise ApiError(400, "weight must be >= 1")
@@ -226,16 +298,8 @@ def enqueue() -> flask.Response:
                  "unique_debounce_ms", "max_attempts", "retention_ms"):
         if b[name] is not None:
             fields[name] = b[name]
-    try:
-        env = Envelope(**fields)
-        with producer_call():
-            ids = producer().enqueue_many([env], context=enqueue_context())
-    except Duplicate as dup:
-        if idem_backed:
-            # Replay, not conflict: same Idempotency-Key → same job.
-            return json_response({"id": dup.existing_id, "replayed": True}, 201)
-        raise
-    return json_response({"id": ids[0]}, 201)
+    with producer_call():
+        return Envelope(**fields), idem_backed
 
 
 @bp.get("/jobs/counts")

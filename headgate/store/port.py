@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from headgate.core import (
@@ -59,6 +60,36 @@ class TickInsert:
     inserted: frozenset[str] = frozenset()
     duplicate: Duplicate | None = None
     moved: bool = False
+
+
+@dataclass
+class IdempotentWrite:
+    """A mutating request's Idempotency-Key and its action in one transaction
+    (Store.idempotent_write). `record` is the key's existing record (replay it, answer
+    422 or 409; nothing was claimed); None means the caller owns the key: it runs its
+    action with `conn` as a producer Client's conn= and stores its 2xx answer with
+    `respond`, and both commit together or not at all. `queues` is where the caller says
+    which queues it enqueued into, for the in-process wake-up after the commit."""
+
+    record: dict[str, Any] | None
+    conn: Any = None
+    queues: set[str] = field(default_factory=set)
+    response: tuple[int, dict[str, str], bytes] | None = None
+    # Writes the answer in the adapter's transaction (status 0: deletes the key's row).
+    _store: Callable[[int, dict[str, str], bytes], None] | None = None
+
+    def respond(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        """The answer a retry with this key replays (call again to replace it)."""
+        self.response = (status, headers, body)
+        if self._store is not None:
+            self._store(status, headers, body)
+
+    def forget(self) -> None:
+        """Store no answer after all (the action failed but its writes still commit):
+        a retry with this key runs again."""
+        self.response = None
+        if self._store is not None:
+            self._store(0, {}, b"")
 
 
 class Store(ABC):
@@ -462,3 +493,23 @@ class Store(ABC):
 
     @abstractmethod
     def idempotency_abort(self, scope_key: str) -> None: ...
+
+    @contextmanager
+    def idempotent_write(self, scope_key: str, request_hash: str,
+                         ttl_ms: int = 86_400_000) -> Iterator[IdempotentWrite]:
+        """Begin, act and complete as one unit. This default makes it three transactions
+        (begin, the caller's own, complete or abort) with `conn` None; the SQL stores
+        make it one, so a request costs one commit."""
+        tx = IdempotentWrite(self.idempotency_begin(scope_key, request_hash, ttl_ms))
+        if tx.record is not None:
+            yield tx
+            return
+        try:
+            yield tx
+        except BaseException:
+            self.idempotency_abort(scope_key)
+            raise
+        if tx.response is None:
+            self.idempotency_abort(scope_key)
+        else:
+            self.idempotency_complete(scope_key, *tx.response)

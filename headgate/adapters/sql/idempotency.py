@@ -37,10 +37,29 @@ def purge(conn: Any, now: int) -> None:
     )
 
 
+UPSERT_DONE = (
+    "INSERT INTO api_idempotency (scope_key, request_hash, state, status, headers, body, "
+    "created_at_ms, expires_at_ms) VALUES (?, ?, 'done', ?, ?, ?, ?, ?) "
+    "ON CONFLICT (scope_key) DO UPDATE SET request_hash = excluded.request_hash, "
+    "state = 'done', status = excluded.status, headers = excluded.headers, "
+    "body = excluded.body, created_at_ms = excluded.created_at_ms, "
+    "expires_at_ms = excluded.expires_at_ms"
+)
+
+
 def begin(conn: Any, now: int, scope_key: str, request_hash: str, ttl_ms: int,
           stale_ms: int = STALE_MS) -> dict[str, Any] | None:
     """None: the caller owns the key and must complete or abort it. Otherwise the
     existing record: `state` done (with status/headers/body) or in_progress."""
+    record = peek(conn, now, scope_key, stale_ms)
+    if record is None:
+        conn.execute(UPSERT_IN_PROGRESS, (scope_key, request_hash, now, now + ttl_ms))
+    return record
+
+
+def peek(conn: Any, now: int, scope_key: str, stale_ms: int = STALE_MS) -> dict[str, Any] | None:
+    """`begin` without the claim, for a caller that stores its answer in this same
+    transaction (`store_done`): the key's lock is held until the commit."""
     conn.dialect.lock_key(conn, scope_key.encode())
     purge(conn, now)
     row = conn.execute(
@@ -57,8 +76,13 @@ def begin(conn: Any, now: int, scope_key: str, request_hash: str, ttl_ms: int,
                 "headers": json.loads(headers) if headers else {},
                 "body": bytes(body) if body is not None else b"",
             }
-    conn.execute(UPSERT_IN_PROGRESS, (scope_key, request_hash, now, now + ttl_ms))
     return None
+
+
+def store_done(conn: Any, now: int, scope_key: str, request_hash: str, ttl_ms: int,
+               status: int, headers: dict[str, str], body: bytes) -> None:
+    conn.execute(UPSERT_DONE, (scope_key, request_hash, status, json.dumps(headers), body,
+                               now, now + ttl_ms))
 
 
 def complete(conn: Any, scope_key: str, status: int, headers: dict[str, str],
@@ -74,3 +98,8 @@ def abort(conn: Any, scope_key: str) -> None:
         "DELETE FROM api_idempotency WHERE scope_key = ? AND state = 'in_progress'",
         (scope_key,),
     )
+
+
+def forget(conn: Any, scope_key: str) -> None:
+    """Drop a key its own transaction claimed, whatever it recorded since."""
+    conn.execute("DELETE FROM api_idempotency WHERE scope_key = ?", (scope_key,))

@@ -8,10 +8,13 @@ because the SQL modules behind it use only the subset both engines share.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from headgate.core import StoreUnavailable
 from headgate.core.envelope import check_int, check_text
+from headgate.store.port import IdempotentWrite
 
 from . import idempotency, operations, queue_admin
 
@@ -21,6 +24,8 @@ class OpsStoreMixin:
         db: Any
 
         def now_ms(self) -> int: ...
+
+        activity: Any
 
         def _publish(self, queues: set[str] | str | None) -> None: ...
 
@@ -111,3 +116,31 @@ class OpsStoreMixin:
     def idempotency_abort(self, scope_key: str) -> None:
         with self.db.write() as (conn, _):
             idempotency.abort(conn, scope_key)
+
+    @contextmanager
+    def idempotent_write(self, scope_key: str, request_hash: str,
+                         ttl_ms: int = idempotency.DAY_MS) -> Iterator[IdempotentWrite]:
+        """The key's record, the caller's action and the stored answer in ONE write
+        transaction: one commit per request instead of three, and a concurrent retry
+        waits for the key's lock and then replays, where it used to be told 409. An
+        answer never stored (an error, or `forget`) leaves the key free."""
+        check_text("scope_key", scope_key)
+        with self.db.write() as (conn, now):
+            # No in-progress row: nothing outside this transaction could see one, and
+            # the key's lock (PostgreSQL) or the one writer (SQLite) holds off a retry.
+            record = idempotency.peek(conn, now, scope_key)
+            # The connection a producer Client's conn= takes: PostgreSQL's
+            # enqueue_many_in wants the driver's connection, SQLite's this one.
+            tx = IdempotentWrite(record, getattr(conn, "raw", conn))
+            if record is None:
+                def store(status: int, headers: dict[str, str], body: bytes) -> None:
+                    if status:
+                        idempotency.store_done(conn, now, scope_key, request_hash, ttl_ms,
+                                               status, headers, body)
+                    else:  # a retry runs again
+                        idempotency.forget(conn, scope_key)
+                tx._store = store
+            yield tx
+        if tx.queues:
+            self.activity.publish(tx.queues)  # in-process only: PostgreSQL's NOTIFY is
+            # part of the enqueue's transaction, and SQLite's other processes poll

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
+from headgate.adapters.sql import enqueue
 from headgate.adapters.sql.store import SqlStore
-from headgate.core import StoreUnavailable
+from headgate.core import Envelope, InvalidInput, StoreUnavailable
 from headgate.store.activity import ActivityHub
 
 from .connection import Database, now_ms
@@ -29,6 +32,21 @@ class SqliteStore(SqlStore):
         self.crash_limit = crash_limit
         if migrate:
             self.db.migrate()
+
+    def enqueue_many_in(self, conn: sqlite3.Connection,
+                        envelopes: Sequence[Envelope]) -> list[str]:
+        """Enqueue inside a write transaction this store opened (idempotent_write's
+        `conn`): committed with it or not at all. The caller wakes in-process waiters
+        after its commit; other processes see the commit itself."""
+        if conn is not self.db.connection() or not conn.in_transaction:
+            raise InvalidInput("conn= must be a write transaction of this SQLite store")
+        envs = [e if e.fingerprint and e.id else e.validated() for e in envelopes]
+        if not envs:
+            return []
+        result = enqueue.enqueue(conn, self.now_ms(), envs)
+        if result.duplicate is not None:
+            raise result.duplicate
+        return result.ids
 
     def capabilities(self) -> tuple[str, ...]:
         return ("inspect",)
