@@ -27,7 +27,7 @@ from headgate.config import ConfigError, Settings
 from headgate.duties import DutyRunner
 from headgate.store import Store, open_store
 from headgate.worker import Worker
-from headgate.worker.launcher import import_object, load_worker
+from headgate.worker.launcher import check_worker_factory, import_object, load_worker
 
 # gthread workers heartbeat from their event loop, not per request, so this bounds a
 # hung worker without cutting off long-held SSE/WebSocket connections.
@@ -75,6 +75,7 @@ class InProcessWorker:
             raise ConfigError(
                 f"{self.app_ref} must be a headgate.App or a callable taking a store and "
                 "returning a Worker: the server's worker uses the server's store")
+        check_worker_factory(self.app_ref, target)
 
     def start(self, settings: Settings) -> Worker:
         worker = load_worker(self.app_ref, settings.store_url(), migrate=settings.migrate)

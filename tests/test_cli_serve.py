@@ -215,6 +215,7 @@ def test_serve_with_workers_runs_jobs_in_process_and_drains_on_sigterm(
     (["--workers", "2"], "--workers needs --app"),
     (["--app", "test_worker_app:make_worker"], "--app needs --workers"),
     (["--workers", "1", "--app", "test_worker_app:no_such"], "no_such"),
+    (["--workers", "1", "--app", "tasks_app:add"], "tasks_app:add is a task, not an app"),
 ])
 def test_serve_refuses_a_worker_pool_it_cannot_build(
     tmp_path: Path, args: list[str], message: str

@@ -238,6 +238,31 @@ def test_an_isolated_worker_refuses_task_handlers_at_start(app, store_url, tmp_p
     assert job.state is State.AVAILABLE and job.attempt == 0
 
 
+@pytest.mark.parametrize("ref, message", [
+    ("tasks_app:always_fails", "is a task, not an app"),  # one parameter: it would run
+    ("tasks_app:add", "is a task, not an app"),
+    ("tasks_app:_note", "nor a callable taking a store and returning a Worker"),
+])
+def test_worker_app_pointing_at_a_task_or_function_is_one_error_line(
+        app, store_url, tmp_path, ref, message) -> None:
+    """A task or a two-argument function is not a store -> Worker factory: one error
+    line and exit 2, and the function is not called with the store (always_fails would
+    write its note and raise)."""
+    ref_job = tasks_app.add.enqueue(1, 2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HG_")}
+    env["HG_TEST_DIR"] = str(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [*headgate_cmd(), "worker", "--app", ref, "--store", store_url],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"headgate: error: {ref} "), proc.stderr
+    assert message in lines[0]
+    assert not list(tmp_path.glob("fails-*"))
+    assert app.store.get_job(ref_job.id).state is State.AVAILABLE
+
+
 def test_an_isolated_in_process_worker_refuses_task_handlers_until_configured(
         app, store) -> None:
     # Refused before it starts, so the same Worker runs once isolation is off.

@@ -25,6 +25,7 @@ again" from "I was told to stop" (systemd: ``Restart=always`` or
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import os
 import sys
@@ -66,6 +67,28 @@ def import_object(ref: str) -> Any:
     return obj
 
 
+def check_worker_factory(ref: str, obj: Any) -> None:
+    """Refuse an ``--app`` object that is not a store -> Worker factory before it is
+    called with the store: a task would run its function with a Store as argument (a
+    side effect, then a traceback), and another function fails with a bare TypeError."""
+    if not callable(obj):
+        raise ConfigError(f"{ref} is neither a Worker, an App, nor a callable returning a "
+                          "Worker")
+    if callable(getattr(obj, "enqueue", None)):  # a headgate Task (or a look-alike)
+        raise ConfigError(f"{ref} is a task, not an app: point --app at the headgate.App "
+                          "it is declared on (module:app)")
+    try:
+        signature = inspect.signature(obj)
+    except (TypeError, ValueError):  # no signature to read (some builtins): just call it
+        return
+    try:
+        signature.bind(object())
+    except TypeError:
+        raise ConfigError(f"{ref} is neither a Worker, an App, nor a callable taking a "
+                          f"store and returning a Worker (its signature is "
+                          f"{signature})") from None
+
+
 def load_worker(ref: str, store_url: str | None, env: Mapping[str, str] | None = None,
                 *, migrate: bool | None = None) -> Worker:
     """``migrate`` (None: ``HG_MIGRATE``) says whether opening the store applies pending
@@ -91,9 +114,7 @@ def load_worker(ref: str, store_url: str | None, env: Mapping[str, str] | None =
                 "a store and returns a Worker instead."
             )
         return obj
-    if not callable(obj):
-        raise ConfigError(f"{ref} is neither a Worker, an App, nor a callable returning a "
-                          "Worker")
+    check_worker_factory(ref, obj)
     settings = Settings.from_env(env)
     if store_url:
         settings = settings.with_store_url(store_url)
