@@ -14,7 +14,7 @@ pytest_plugins = ["api_helpers"]  # the real-HTTP server fixtures
 QUEUE_FIELDS = {
     "queue", "weight", "unfinished_jobs", "max_unfinished_jobs", "by_state", "arrival_rate",
     "drain_rate", "time_to_drain_ms", "oldest_available_ms", "quiet_groups", "paused",
-    "memory_bytes", "memory_sampled_at_ms", "count_is_approximate",
+    "memory_bytes", "memory_sampled_at_ms", "count_is_approximate", "drain_trend",
 }
 
 

@@ -167,6 +167,8 @@ SCHEMAS: dict[str, Any] = {
         "oldest_available_ms": nullable(INT), "quiet_groups": ref("QuietGroups"),
         "paused": BOOL, "memory_bytes": nullable(INT), "memory_sampled_at_ms": nullable(INT),
         "count_is_approximate": BOOL,
+        "drain_trend": {"enum": ["empty", "paused", "stalled", "steady", "draining",
+                                 "growing"]},
     }, ["queue", "weight", "unfinished_jobs", "max_unfinished_jobs", "by_state",
         "arrival_rate", "drain_rate", "time_to_drain_ms", "oldest_available_ms",
         "quiet_groups", "paused", "memory_bytes", "count_is_approximate"]),

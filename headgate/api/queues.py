@@ -7,6 +7,8 @@ from typing import Any
 
 import flask
 
+from headgate.core import drain
+
 from .blueprint import bp, empty_ok, json_response, no_content
 from .context import store
 from .errors import ApiError
@@ -57,6 +59,7 @@ def queue_json(q: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
         "drain_rate": q["drain_rate"],
         "time_to_drain_ms": q["time_to_drain_ms"],
         "oldest_available_ms": q["oldest_available_ms"],
+        "drain_trend": q["drain_trend"],
         "quiet_groups": quiet,
         "paused": q["paused"],
         "memory_bytes": extra.get("memory_bytes"),
@@ -65,11 +68,34 @@ def queue_json(q: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def smoothed_drain(q: dict[str, Any], buckets: dict[int, tuple[int, ...]],
+                   now: int) -> dict[str, Any]:
+    """The queue's rates, time to drain and trend as the console computes them
+    (headgate.core.drain over its per-minute history), so both say the same thing.
+
+    The seed's meaning of the field holds where it is defined: 0 when nothing is left
+    to drain but pending jobs, null when there is no finite forecast. A queue whose only
+    other work is scheduled is "empty" to the console (nothing due now) but not empty
+    here: null, since work not yet due has no drain time."""
+    f = drain.queue_forecast(q, buckets, now)
+    due = q["unfinished_jobs"] - int(q["by_state"].get("pending", 0) or 0)
+    ttd = 0 if due <= 0 else (None if f.trend == "empty" else f.ttd_ms)
+    return {"arrival_rate": round(f.arrival, 6), "drain_rate": round(f.drain, 6),
+            "time_to_drain_ms": ttd, "drain_trend": f.trend}
+
+
 @bp.get("/queues")
 def list_queues() -> flask.Response:
+    """Three reads for any number of queues: the stats, the extras, and every queue's
+    last WINDOW_MS of per-minute counters (one range scan of queue_history's bucket
+    index) for the smoothed rates."""
     s = store()
     stats = s.queue_stats()
     extras = s.queue_extras()
+    now = s.now_ms()
+    counters = s.history_counters(now - drain.WINDOW_MS - drain.BUCKET_MS)
+    for q in stats:
+        q.update(smoothed_drain(q, counters.get(q["queue"], {}), now))
     return json_response([queue_json(q, extras.get(q["queue"], {})) for q in stats])
 
 
