@@ -68,6 +68,26 @@ def test_http_app_async_producer(server: str, monkeypatch: pytest.MonkeyPatch) -
     assert asyncio.run(produce()) == 42
 
 
+def test_testing_an_http_app_stays_in_the_test_process(
+        server: str, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """app.testing() on an http(s):// app runs on its throw-away store: no job reaches
+    the real server (they did: enqueue went over HTTP and t.jobs() was empty)."""
+    mod = load_app(monkeypatch, server, TOKEN)
+    with mod.app.testing() as t:
+        ref = mod.add.enqueue(2, 3)
+        later = asyncio.run(mod.add.enqueue_async(4, 5))
+        t.run_all()
+        assert {j.id for j in t.jobs()} == {ref.id, later.id}
+        assert (ref.result(timeout=5), later.result(timeout=5)) == (5, 9)
+    assert mod.app.client.__class__ is headgate.HttpClient
+    real = headgate.open_store(store_url)
+    try:
+        assert [real.get_job(job_id) for job_id in (ref.id, later.id)] == [None, None]
+    finally:
+        real.close()
+    assert mod.add.enqueue(1, 1).result(timeout=30) == 2  # the server again
+
+
 def test_http_client_raw_enqueue_and_wait(server: str) -> None:
     client = headgate.HttpClient(server, token=TOKEN)
     job_id = client.enqueue("integrations_app.add", b'{"args":[4,5],"kwargs":{}}',

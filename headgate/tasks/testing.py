@@ -1,7 +1,8 @@
 """``with app.testing() as t:`` — run an app's tasks in the test's own process.
 
 Inside the block the app works on a throw-away SQLite store (a file in a temporary
-directory, deleted at the end), so ``task.enqueue(...)`` there. ``t.run_all()`` runs a
+directory, deleted at the end), so ``task.enqueue(...)`` there, also for an app given
+an http(s):// server URL (nothing reaches the server). ``t.run_all()`` runs a
 real ``Worker`` on it (handler threads, the app's middleware, real admission: rate
 classes, concurrency ceilings, fairness, paused queues) until nothing is left that may
 run now — every job is finished, waiting for a later time (a retry's backoff, a
@@ -54,15 +55,17 @@ class TestSession:
         self._dir = tempfile.mkdtemp(prefix="headgate-testing-")
         self._store = open_store(f"sqlite:///{Path(self._dir) / 'jobs.db'}")
         app = self.app
-        self._saved = (app._store, app._owns_store, app._client)
-        app._store, app._owns_store, app._client = self._store, False, None
+        # An http(s):// app enqueues through its server: the session takes that away
+        # too, or a test's jobs would go to the real server.
+        self._saved = (app._store, app._owns_store, app._client, app._http)
+        app._store, app._owns_store, app._client, app._http = self._store, False, None, None
         app.sync_schedules(self._store)
         return self
 
     def __exit__(self, *exc: object) -> None:
         app = self.app
         if self._saved is not None:
-            app._store, app._owns_store, app._client = self._saved
+            app._store, app._owns_store, app._client, app._http = self._saved
         if self._store is not None:
             self._store.close()
         if self._dir is not None:
