@@ -69,6 +69,31 @@ def test_bad_input_is_a_typed_error_and_stores_nothing(store: Store) -> None:
     assert sum(store.counts().values()) == 0
 
 
+def test_periodic_args_that_do_not_fit_the_function_are_refused_at_declaration(
+        store: Store) -> None:
+    """Each tick calls the function with the schedule's args: a call that cannot bind
+    (or encode) is refused where it is declared, not failed and retried on every tick;
+    neither the task nor the schedule is kept."""
+    app = headgate.App(store=store)
+
+    def scale(n: int) -> int:
+        return n * 2
+
+    with pytest.raises(TypeError, match="too many positional arguments"):
+        app.periodic("@every:1000", name="ticks.scale", args=(1, 2))(scale)
+    with pytest.raises(TypeError, match="missing a required argument: 'n'"):
+        app.periodic("@every:1000", name="ticks.scale")(scale)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'm'"):
+        app.periodic("@every:1000", name="ticks.scale", kwargs={"n": 1, "m": 1})(scale)
+    with pytest.raises(EncodeError):
+        app.periodic("@every:1000", name="ticks.scale", args=(object(),))(scale)
+    assert app.tasks == {}
+    assert app.sync_schedules(store)["upserted"] == [] and store.list_schedules() == []
+    app.periodic("@every:1000", name="ticks.scale", args=(3,))(scale)
+    assert app.sync_schedules(store)["upserted"] == ["ticks.scale"]
+    assert [s["id"] for s in store.list_schedules()] == ["ticks.scale"]
+
+
 def test_testing_runs_tasks_through_admission(store: Store) -> None:
     app = make_app(store)
     send = next(iter(app.tasks.values()))

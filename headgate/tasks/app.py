@@ -226,7 +226,16 @@ class App:
 
         def declare(fn: Callable[..., Any]) -> Task[Any, Any]:
             task = self._declare(fn, task_options)
-            payload = task.codec.encode_args(tuple(args), dict(kwargs or {}))
+            try:  # each tick's call, checked now: it would fail every run in the worker
+                try:
+                    task._signature.bind(*args, **dict(kwargs or {}))
+                except TypeError as exc:
+                    raise TypeError(f"{task.name}: periodic args/kwargs: {exc}") from None
+                payload = task.codec.encode_args(tuple(args), dict(kwargs or {}))
+            except Exception:
+                with self._lock:
+                    self._tasks.pop(task.name, None)
+                raise
             schedule = {
                 "id": id or task.name, "kind": task.name, "payload": payload, "spec": spec,
                 "on_missed": on_missed, "backfill_limit": backfill_limit,
