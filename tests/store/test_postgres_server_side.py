@@ -366,3 +366,23 @@ def test_acks_find_their_rows_by_primary_key(pg_url: str) -> None:
     read = {name: after[name] - before.get(name, 0) for name in after}
     assert read.pop("jobs_pkey") >= 300
     assert all(n == 0 for n in read.values()), {k: n for k, n in read.items() if n}
+
+
+def test_an_admit_locks_only_the_candidates_it_wants_on_a_first_read(pg_url: str) -> None:
+    """Every candidate read is locked FOR UPDATE (a WAL record each): a first read of a
+    partition takes what the admit wants, the extra room to skip comes only after a
+    policy turned candidates away. Locked rows keep the locker's xid in xmax."""
+    store = open_store(pg_url, notify=False)
+    try:
+        _enqueue(store, 20, "few")
+        _enqueue(store, 20, "classed", rate_class="ample")
+        store.upsert_rate_class("ample", limit=1000, window_ms=10**15, burst=1000)
+        assert len(store.admit("w", ["few"], 2)) == 2  # the early exit
+        assert len(store.admit("w", ["classed"], 2)) == 2  # the policy block
+        with psycopg.connect(pg_url) as conn:
+            locked = dict(conn.execute(
+                "SELECT queue, count(*) FROM jobs WHERE state = 'available'"
+                " AND xmax::text <> '0' GROUP BY queue").fetchall())
+        assert locked == {}
+    finally:
+        store.close()
