@@ -38,7 +38,18 @@ from headgate.store import Store, open_store
 
 if TYPE_CHECKING:
     from headgate.http_client import HttpClient
-    from headgate.tasks import App, Backoff, JobFailed, JobRef, ResultGone, Task
+    from headgate.tasks import (
+        App,
+        Backoff,
+        Codec,
+        EncodeError,
+        JobFailed,
+        JobRef,
+        JsonCodec,
+        ResultGone,
+        Task,
+        UnknownOption,
+    )
     from headgate.worker import (
         JobContext,
         JobOutcome,
@@ -69,12 +80,18 @@ _WORKER_NAMES = [
     "JobContext", "JobOutcome", "JsonDecoder", "RateLimited", "Retry", "Revoke", "Skip",
     "Snooze", "Undecodable", "Worker",
 ]
-_TASK_NAMES = ["App", "Backoff", "JobFailed", "JobRef", "ResultGone", "Task"]
+_TASK_NAMES = [
+    "App", "Backoff", "Codec", "EncodeError", "JobFailed", "JobRef", "JsonCodec", "ResultGone",
+    "Task", "UnknownOption",
+]
 __all__ += [
     "JobContext", "JobOutcome", "JsonDecoder", "RateLimited", "Retry", "Revoke", "Skip",
     "Snooze", "Undecodable", "Worker",
 ]
-__all__ += ["App", "Backoff", "JobFailed", "JobRef", "ResultGone", "Task"]
+__all__ += [
+    "App", "Backoff", "Codec", "EncodeError", "JobFailed", "JobRef", "JsonCodec", "ResultGone",
+    "Task", "UnknownOption",
+]
 _LAZY = {
     **dict.fromkeys(_WORKER_NAMES, "headgate.worker"),
     **dict.fromkeys(_TASK_NAMES, "headgate.tasks"),

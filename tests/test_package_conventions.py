@@ -42,6 +42,15 @@ def test_worker_names_still_resolve_from_the_package() -> None:
     assert "AttributeError: module 'headgate' has no attribute 'NoSuchName'" in proc.stderr
 
 
+def test_every_exported_name_resolves_to_its_defining_module() -> None:
+    proc = _run("-c", "import headgate, headgate.tasks as t; "
+                      "missing = [n for n in headgate.__all__ "
+                      "if getattr(headgate, n, None) is None]; "
+                      "assert not missing, missing; "
+                      "assert headgate.EncodeError is t.EncodeError; print('ok')")
+    assert (proc.returncode, proc.stdout.strip()) == (0, "ok"), proc.stderr
+
+
 def test_python_m_headgate_is_the_cli_and_reports_the_one_version() -> None:
     proc = _run("-m", "headgate", "--version")
     assert proc.returncode == 0, proc.stderr

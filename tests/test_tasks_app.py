@@ -146,3 +146,17 @@ def test_app_without_a_url_opens_the_store_the_environment_names(
     app.close()
     with pytest.raises(InvalidInput, match="not both"):
         headgate.App("sqlite:///x.db", store=object())  # type: ignore[arg-type]
+
+
+def test_a_result_timeout_says_the_job_still_waits_for_a_worker(store: Store) -> None:
+    app = headgate.App(store=store)
+
+    @app.task(name="never.run")
+    def never_run() -> None: ...
+
+    ref = never_run.enqueue()
+    with pytest.raises(TimeoutError, match="still available: is a worker running"):
+        ref.result(timeout=0.3)
+    ref = never_run.options(delay_ms=60_000).enqueue()
+    with pytest.raises(TimeoutError, match=r"\(it is scheduled\)"):
+        ref.result(timeout=0.3)

@@ -49,6 +49,7 @@ class JobRef(Generic[R]):
         self.store = store
         self.id = job_id
         self.codec = codec
+        self._last_state: str | None = None  # as last read, for a timeout's message
 
     def __repr__(self) -> str:
         return f"<JobRef {self.id}>"
@@ -83,6 +84,7 @@ class JobRef(Generic[R]):
         if job.state in FAILED:
             last = job.errors[-1].get("error") if job.errors else None
             raise JobFailed(self.id, job.state.value, last)
+        self._last_state = job.state.value
         return _PENDING
 
     def result(self, timeout: float | None = None) -> R:
@@ -96,7 +98,7 @@ class JobRef(Generic[R]):
                 value = self._settled()
                 if value is not _PENDING:
                     return value  # type: ignore[no-any-return]
-                left = _left(deadline, self.id, timeout)
+                left = _left(deadline, self, timeout)
                 if unwatch is not None:
                     wake.wait(min(RECHECK_S, left))
                 else:
@@ -123,7 +125,7 @@ class JobRef(Generic[R]):
                 value = await asyncio.to_thread(self._settled)
                 if value is not _PENDING:
                     return value  # type: ignore[no-any-return]
-                left = _left(deadline, self.id, timeout)
+                left = _left(deadline, self, timeout)
                 try:
                     await asyncio.wait_for(wake.wait(), min(RECHECK_S, left))
                 except TimeoutError:
@@ -132,12 +134,20 @@ class JobRef(Generic[R]):
             unwatch()
 
 
-def _left(deadline: float | None, job_id: str, timeout: float | None) -> float:
+def _left(deadline: float | None, ref: JobRef[Any], timeout: float | None) -> float:
     if deadline is None:
         return RECHECK_S
     left = deadline - time.monotonic()
     if left <= 0:
-        raise TimeoutError(f"job {job_id} has not finished after {timeout} s")
+        # The state says where it waits: "available" with no worker on its queue is the
+        # common first-day mistake.
+        state = ref._last_state
+        hint = ""
+        if state == "available":
+            hint = " (still available: is a worker running for its queue?)"
+        elif state:
+            hint = f" (it is {state})"
+        raise TimeoutError(f"job {ref.id} has not finished after {timeout} s{hint}")
     return left
 
 __all__ = ["JobRef"]
