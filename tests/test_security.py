@@ -1044,6 +1044,9 @@ SQL_INTERPOLATIONS: dict[str, str] = {
     "_UNFINISHED_MARKS": "quoted State enum values (code constants, not input)",
     "CHANNEL": "the constant LISTEN/NOTIFY channel name",
     "FINISHED_CHANNEL": "the constant channel name result waiters LISTEN on",
+    "MAX_SCAN_PER_PARTITION": "an int constant of admission.py, passed to the function",
+    "SCAN_BATCH_EXTRA": "an int constant of admission.py, passed to the function",
+    "PROMOTE_PER_ADMIT": "an int constant of admission.py, passed to the function",
     "CLOCK": "the constant clock expression",
     "int(self.busy_timeout_ms)": "an int() of configuration, in a PRAGMA (no placeholders "
                                  "there)",
