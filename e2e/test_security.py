@@ -1,5 +1,5 @@
 """No stored string ever runs as script in a real browser (the server-side half is
-tests/test_security.py).
+tests/api/test_security.py).
 
 A dedicated `headgate serve` on a fresh file holds the demo data set plus a hostile
 string in every stored field — kinds, tags, queue names, partition keys, rate class

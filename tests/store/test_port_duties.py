@@ -1,6 +1,6 @@
 """Duty leases at the port (SPEC §6): one holder per duty on the store's clock, renewal
 that never takes a lapsed lease back, stepping down, and the race between stores for a
-free lease. The runner built on them is tests/test_duties.py."""
+free lease. The runner built on them is tests/services/test_duties.py."""
 
 from __future__ import annotations
 

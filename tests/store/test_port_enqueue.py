@@ -1,7 +1,7 @@
 """Producing jobs at the port (SPEC §7): identity, all-or-nothing batches, field limits,
 quarantine and backpressure. Uniqueness is test_port_uniqueness.py; the Client's own
 policy (authorizer, middleware, hooks, plugins, circuit breaker) is
-tests/test_client_producing.py."""
+tests/services/test_client_producing.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Periodic schedules at the port (SPEC §9): storage (upsert, validation, re-anchoring)
 and the one-transaction steps the scheduler service (headgate/scheduling.py) fires
 with: due_schedules, enqueue_tick with its compare-and-set step, record_schedule_events,
-park_schedule and the run-now keys. Firing policy itself is tests/test_periodic.py."""
+park_schedule and the run-now keys. Firing policy itself is
+tests/services/test_periodic_firing.py."""
 
 from __future__ import annotations
 

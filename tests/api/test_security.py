@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["api_helpers"]  # the real-HTTP server fixtures
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MUTATING = ("POST", "PUT", "DELETE", "PATCH")
 
 

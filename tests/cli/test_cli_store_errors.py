@@ -17,7 +17,7 @@ import headgate
 from headgate.adapters.migrations import migrations
 from headgate.adapters.sqlite.connection import _split_sql
 
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]
 EXIT_STORE_UNAVAILABLE = 69
 TIMEOUT_S = 30
 UNREACHABLE_PG = "postgresql://x@127.0.0.1:1/x"
@@ -42,7 +42,7 @@ def command(name: str, url: str, port: int) -> list[str]:
     if name == "migrate":
         return ["migrate", "--store", url]
     if name == "worker":
-        return ["worker", "--app", "test_worker_app:make_worker", "--store", url]
+        return ["worker", "--app", "worker_app:make_worker", "--store", url]
     if name == "serve":
         return ["serve", "--store", url, "--addr", f"127.0.0.1:{port}"]
     return ["demo", "--no-workers", "--db", url.removeprefix("sqlite:///"),

@@ -14,7 +14,7 @@ from pathlib import Path
 import headgate
 from headgate import JobFilter, State
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_example_shop_app_works_off_the_demo_mix(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ import headgate
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # What a wheel is built from (sdist-like): everything else in the checkout stays out.
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "headgate")
 INSTALL_TIMEOUT_S = 600

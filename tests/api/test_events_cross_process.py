@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from test_api_events import SseReader, open_stream
+from test_events import SseReader, open_stream
 
 import headgate
 from headgate import Store

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from support import headgate_cmd
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def readme_example() -> str:

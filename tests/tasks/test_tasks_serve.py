@@ -16,7 +16,7 @@ from support import headgate_cmd, wait_for
 
 import headgate
 
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]
 
 
 def _free_port() -> int:

@@ -20,7 +20,7 @@ from support import headgate_cmd
 
 import headgate
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "examples" / "django_site"
 
 PRELUDE = """

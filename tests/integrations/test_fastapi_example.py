@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from integration_support import worker
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture

@@ -154,7 +154,7 @@ def test_serve_with_workers_runs_jobs_in_process_and_drains_on_sigterm(
 
     import headgate
 
-    tests_dir = Path(__file__).resolve().parent
+    tests_dir = Path(__file__).resolve().parents[1]
     port = _free_port()
     env = _env(tmp_path)
     env["PYTHONPATH"] = os.pathsep.join([str(tests_dir), env.get("PYTHONPATH", "")])
@@ -163,7 +163,7 @@ def test_serve_with_workers_runs_jobs_in_process_and_drains_on_sigterm(
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [*_headgate_cmd(), "serve", "--addr", f"127.0.0.1:{port}", "--workers", "2",
-             "--app", "test_worker_app:make_worker", "--drain-ms", "300"],
+             "--app", "worker_app:make_worker", "--drain-ms", "300"],
             env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}/api/v1"
@@ -213,8 +213,8 @@ def test_serve_with_workers_runs_jobs_in_process_and_drains_on_sigterm(
 
 @pytest.mark.parametrize("args, message", [
     (["--workers", "2"], "--workers needs --app"),
-    (["--app", "test_worker_app:make_worker"], "--app needs --workers"),
-    (["--workers", "1", "--app", "test_worker_app:no_such"], "no_such"),
+    (["--app", "worker_app:make_worker"], "--app needs --workers"),
+    (["--workers", "1", "--app", "worker_app:no_such"], "no_such"),
     (["--workers", "1", "--app", "tasks_app:add"], "tasks_app:add is a task, not an app"),
 ])
 def test_serve_refuses_a_worker_pool_it_cannot_build(
@@ -222,7 +222,7 @@ def test_serve_refuses_a_worker_pool_it_cannot_build(
 ) -> None:
     env = _env(tmp_path)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(__file__).resolve().parent), env.get("PYTHONPATH", "")])
+        [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
     result = subprocess.run(
         [*_headgate_cmd(), "serve", "--addr", f"127.0.0.1:{_free_port()}", *args],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=30)

@@ -1,6 +1,6 @@
 """A type checker knows the task layer's types: mypy (pinned in the test extra) accepts
-tests/typing/typed_example.py under --strict and flags each wrong call of
-tests/typing/typed_wrong.py (a task enqueued with arguments of the wrong type, a
+tests/tasks/typing/typed_example.py under --strict and flags each wrong call of
+tests/tasks/typing/typed_wrong.py (a task enqueued with arguments of the wrong type, a
 result used as the wrong type)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 TYPING_DIR = Path(__file__).resolve().parent / "typing"
-ROOT = TYPING_DIR.parent.parent
+ROOT = TYPING_DIR.parents[2]  # the checkout: mypy finds the headgate package there
 
 
 def mypy(path: Path, *flags: str) -> subprocess.CompletedProcess[str]:

@@ -17,7 +17,7 @@ from headgate.config import ConfigError, Settings
 from headgate.core import InvalidInput
 from headgate.worker.runtime import MIN_LEASE_MS
 
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]
 EXIT_STORE_UNAVAILABLE = 69
 EXIT_CONFIG = 2
 
@@ -45,7 +45,7 @@ def test_a_store_in_a_missing_directory_is_refused_and_nothing_is_created(
     args = {
         "migrate": ["migrate", "--store", url],
         "serve": ["serve", "--store", url, "--addr", "127.0.0.1:1"],
-        "worker": ["worker", "--app", "test_worker_app:make_worker", "--store", url],
+        "worker": ["worker", "--app", "worker_app:make_worker", "--store", url],
     }[name]
     result = run(tmp_path, *args)
     assert result.returncode == EXIT_STORE_UNAVAILABLE, result.stdout + result.stderr
@@ -73,7 +73,7 @@ def test_a_store_in_a_missing_directory_is_a_typed_error_in_the_library(
 
 def test_a_lease_below_the_minimum_is_refused_by_the_cli(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/w.db"
-    result = run(tmp_path, "worker", "--app", "test_worker_app:make_worker", "--store", url,
+    result = run(tmp_path, "worker", "--app", "worker_app:make_worker", "--store", url,
                  "--lease-ms", "1")
     assert result.returncode == EXIT_CONFIG, result.stdout + result.stderr
     assert one_error_line(result) == (

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "headgate"
+PACKAGE = Path(__file__).resolve().parents[2] / "headgate"
 MIN_CHARS = 80  # about one line of SQL
 SQL_WORDS = re.compile(r"\b(SELECT|INSERT INTO|UPDATE|DELETE FROM|CREATE)\b")
 

@@ -1,5 +1,5 @@
 """The worker app the worker tests run — in-process and as `headgate worker --app
-test_worker_app:make_worker` child processes. No tests here; it lives under a
+worker_app:make_worker` child processes. No tests here; it lives under a
 `test_worker*` name because the worker tests own that namespace.
 
 Handlers decide from the claim's counters (`attempt`, `fence`, `crash_attempt`) so one

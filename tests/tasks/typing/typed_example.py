@@ -1,5 +1,5 @@
 """Typed use of the task layer: mypy must accept this file as it is
-(tests/test_tasks_typing.py runs it)."""
+(tests/tasks/test_tasks_typing.py runs it)."""
 
 from __future__ import annotations
 

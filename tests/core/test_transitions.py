@@ -16,7 +16,7 @@ from headgate import InvalidTransition, State
 from headgate.core import transitions as tr
 from headgate.core.transitions import GUARDS, GuardContext, transition
 
-TABLE = Path(__file__).resolve().parents[1] / "headgate" / "core" / "transitions.json"
+TABLE = Path(__file__).resolve().parents[2] / "headgate" / "core" / "transitions.json"
 
 # SPEC §4, written out literally: (from, on, to, condition). The pending/scheduled/
 # available/running → cancelled line of the spec is one row per source state. The

@@ -1,6 +1,6 @@
 """`headgate worker` as an operator runs it: real processes, real signals, kill -9.
 
-The app is tests/test_worker_app.py (`--app test_worker_app:make_worker`): 1.5 s
+The app is tests/worker_app.py (`--app worker_app:make_worker`): 1.5 s
 leases, 300 ms heartbeats, duties every 200 ms when `--duties` is given.
 """
 
@@ -22,8 +22,8 @@ from support import headgate_cmd, wait_for
 import headgate
 from headgate import Envelope, State, Store
 
-TESTS_DIR = Path(__file__).resolve().parent
-APP = "test_worker_app:make_worker"
+TESTS_DIR = Path(__file__).resolve().parents[1]
+APP = "worker_app:make_worker"
 OUTCOME_LINE = re.compile(r"INFO headgate.worker: job \S+ \S+ run \d+: ")
 
 
@@ -142,7 +142,7 @@ def test_cli_worker_runs_1000_mixed_jobs_to_the_states_their_outcomes_dictate(
             entry = job.errors[0]
             assert entry["outcome"] == "retry"
             assert entry["error"].startswith("RuntimeError: transient failure")
-            assert "test_worker_app.py" in entry["error"]  # the traceback summary
+            assert "worker_app.py" in entry["error"]  # the traceback summary
             assert entry["logs"] == [f"WARNING first attempt of {job.id} fails on purpose"]
         elif job.kind == "always-fail":
             assert job.attempt == 2
@@ -324,8 +324,8 @@ def test_a_script_calling_worker_run_drains_on_sigterm(
     job_id = headgate.Client(store).enqueue("block", b"")
     script = tmp_path / "run_worker.py"
     script.write_text(
-        "import sys, headgate, test_worker_app\n"
-        "worker = test_worker_app.make_worker(headgate.open_store(sys.argv[1]))\n"
+        "import sys, headgate, worker_app\n"
+        "worker = worker_app.make_worker(headgate.open_store(sys.argv[1]))\n"
         "worker.configure(drain_ms=300)\n"
         "sys.exit(worker.run())\n"
     )

@@ -20,7 +20,7 @@ from support import headgate_cmd, wait_for
 import headgate
 from headgate import State, Store
 
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]
 
 
 class WorkerProcess:

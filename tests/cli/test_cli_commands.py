@@ -15,7 +15,7 @@ from support import headgate_cmd
 
 from headgate.cli import BENCHMARKS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXIT_CONFIG = 2
 
 # Scripts in bench/ that run as programs but are not `headgate bench` names, and why.
@@ -43,7 +43,7 @@ def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
 def test_a_bad_log_setting_in_the_environment_is_one_error_line(
         tmp_path: Path, command: str, variable: str, value: str, expected: str) -> None:
     args = {"serve": ["serve", "--store", f"sqlite:///{tmp_path}/s.db"],
-            "worker": ["worker", "--app", "test_worker_app:make_worker"],
+            "worker": ["worker", "--app", "worker_app:make_worker"],
             "demo": ["demo", "--db", str(tmp_path / "d.db"), "--no-workers"]}[command]
     result = run(tmp_path, *args, env={variable: value})
     assert result.returncode == EXIT_CONFIG, result.stderr

@@ -17,19 +17,19 @@ from typing import TYPE_CHECKING
 import pytest
 import requests
 from support import headgate_cmd, wait_for
-from test_api_events import open_stream
+from test_events import open_stream
 
 if TYPE_CHECKING:
     from api_helpers import Api
 
 pytest_plugins = ["api_helpers"]  # the real-HTTP server fixtures
 
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
 def worker_process(store_url: str, tmp_path: Path) -> Iterator[Callable[[], subprocess.Popen]]:
-    """Starts `headgate worker` (tests/test_worker_app.py) on the test's store."""
+    """Starts `headgate worker` (tests/worker_app.py) on the test's store."""
     started: list[subprocess.Popen] = []
 
     def start() -> subprocess.Popen:
@@ -37,7 +37,7 @@ def worker_process(store_url: str, tmp_path: Path) -> Iterator[Callable[[], subp
         env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), env.get("PYTHONPATH", "")])
         env["HG_TEST_DIR"] = str(tmp_path)
         proc = subprocess.Popen(
-            [*headgate_cmd(), "worker", "--app", "test_worker_app:make_worker",
+            [*headgate_cmd(), "worker", "--app", "worker_app:make_worker",
              "--store", store_url, "--no-duties", "--log-level", "WARNING"],
             env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         started.append(proc)

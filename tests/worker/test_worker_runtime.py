@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from support import wait_for
-from test_worker_app import register_all
+from worker_app import register_all
 
 import headgate
 from headgate import InvalidInput, Job, LeaseLost, Outcome, State, Store, Worker
