@@ -28,7 +28,7 @@ from . import (
     buckets,
     control,
     enqueue,
-    inspect,
+    inspection,
     job_pages,
     latency,
     lifecycle,
@@ -229,7 +229,7 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
 
     def list_workers(self, within_ms: int) -> list[dict[str, Any]]:
         with self.db.read() as conn:
-            return inspect.list_workers(conn, self.now_ms(), within_ms)
+            return inspection.list_workers(conn, self.now_ms(), within_ms)
 
     def remove_worker(self, worker_id: str) -> None:
         with self.db.write() as (conn, _):
@@ -269,7 +269,7 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
 
     def quarantine_list(self) -> list[dict[str, Any]]:
         with self.db.read() as conn:
-            return inspect.quarantine_list(conn)
+            return inspection.quarantine_list(conn)
 
     def quarantine_release(self, fingerprint: str) -> int:
         with self.db.write() as (conn, now):
@@ -303,7 +303,7 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
 
     def rate_classes(self) -> list[dict[str, Any]]:
         with self.db.read() as conn:
-            return inspect.rate_classes(conn, self.now_ms())
+            return inspection.rate_classes(conn, self.now_ms())
 
     def upsert_concurrency_limit(self, name: str, queue: str, max_concurrent: int,
                                  on_saturated: str = "queue") -> None:
@@ -326,24 +326,24 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
 
     def concurrency_limits(self) -> list[dict[str, Any]]:
         with self.db.read() as conn:
-            return inspect.concurrency_limits(conn)
+            return inspection.concurrency_limits(conn)
 
     # -- inspection --------------------------------------------------------------------
     def get_job(self, job_id: str, include_payload: bool = False) -> Job | None:
         with self.db.read() as conn:
-            return inspect.get_job(conn, job_id, include_payload)
+            return inspection.get_job(conn, job_id, include_payload)
 
     def get_result(self, job_id: str) -> Blob | None:
         with self.db.read() as conn:
-            return inspect.get_result(conn, job_id)
+            return inspection.get_result(conn, job_id)
 
     def get_output(self, job_id: str) -> Blob | None:
         with self.db.read() as conn:
-            return inspect.get_output(conn, job_id)
+            return inspection.get_output(conn, job_id)
 
     def get_progress(self, job_id: str) -> Progress | None:
         with self.db.read() as conn:
-            return inspect.get_progress(conn, job_id)
+            return inspection.get_progress(conn, job_id)
 
     def list_jobs(self, filter: JobFilter, cursor: str | None = None, limit: int = 50,
                   include_payload: bool = False) -> JobPage:
@@ -353,21 +353,21 @@ class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
 
     def counts(self, queue: str | None = None) -> dict[str, int]:
         with self.db.read() as conn:
-            return inspect.counts(conn, queue)
+            return inspection.counts(conn, queue)
 
     def queue_stats(self) -> list[dict[str, Any]]:
         with self.db.read() as conn:
-            return inspect.queue_stats(conn, self.now_ms())
+            return inspection.queue_stats(conn, self.now_ms())
 
     def partitions(self, queue: str) -> list[dict[str, Any]]:
         check_text("queue", queue)
         with self.db.read() as conn:
-            return inspect.partitions(conn, queue)
+            return inspection.partitions(conn, queue)
 
     def history(self, queue: str, since_ms: int, bucket_ms: int = 60_000) -> list[dict[str, Any]]:
         with self.db.read() as conn:
-            return inspect.history(conn, queue, since_ms, bucket_ms)
+            return inspection.history(conn, queue, since_ms, bucket_ms)
 
     def history_counters(self, since_ms: int) -> dict[str, dict[int, tuple[int, ...]]]:
         with self.db.read() as conn:
-            return inspect.history_counters(conn, since_ms)
+            return inspection.history_counters(conn, since_ms)
