@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from support import finish_job, job_count, stored_job
 
 from headgate import (
     Backpressure,
@@ -16,8 +17,6 @@ from headgate import (
     Envelope,
     IdConflict,
     InvalidInput,
-    Job,
-    Outcome,
     Quarantined,
     State,
     Store,
@@ -26,20 +25,6 @@ from headgate import (
 Q = "default"
 
 
-def total(store: Store) -> int:
-    return sum(store.counts().values())
-
-
-def get(store: Store, job_id: str, payload: bool = False) -> Job:
-    job = store.get_job(job_id, include_payload=payload)
-    assert job is not None
-    return job
-
-
-def finish(store: Store, job_id: str, outcome: Outcome = Outcome.SUCCESS) -> None:
-    (claim,) = [c for c in store.admit("w", [get(store, job_id).queue], capacity=100)
-                if c.job.id == job_id]
-    store.ack(claim, outcome)
 
 
 # -- identity (§7.1) ------------------------------------------------------------------
@@ -48,21 +33,21 @@ def test_same_id_same_content_is_an_idempotent_replay(store: Store, client: Clie
     fields = {"id": "order-42", "queue": "mail", "partition_key": "acme", "tags": ["b", "a"],
               "headers": {"x": "1"}, "priority": 3}
     first = client.enqueue("email.send", b"hello", **fields)
-    before = get(store, first, payload=True)
+    before = stored_job(store, first, payload=True)
     assert first == "order-42"
     replay = client.enqueue("email.send", b"hello", **{**fields, "tags": ["a", "b", "a"]})
     assert replay == "order-42"
-    assert total(store) == 1 and store.counts("mail")["available"] == 1
-    assert get(store, first, payload=True) == before  # no rewrite
+    assert job_count(store) == 1 and store.counts("mail")["available"] == 1
+    assert stored_job(store, first, payload=True) == before  # no rewrite
     history = store.history("mail", 0, 60_000)
     assert sum(b["arrived"] for b in history) == 1  # no second arrival
 
 
 def test_same_id_replays_even_after_the_job_ran(store: Store, client: Client) -> None:
     client.enqueue("k", b"p", id="once")
-    finish(store, "once")
+    finish_job(store, "once")
     assert client.enqueue("k", b"p", id="once") == "once"
-    assert get(store, "once").state is State.COMPLETED
+    assert stored_job(store, "once").state is State.COMPLETED
 
 
 @pytest.mark.parametrize(
@@ -78,8 +63,8 @@ def test_same_id_different_content_is_a_conflict(store: Store, client: Client,
         client.enqueue_many([Envelope(**{**base, **change})])
     assert str(info.value) == "id conflict: job job-1"
     assert info.value.job_id == "job-1"
-    assert total(store) == 1
-    assert get(store, "job-1", payload=True).payload == b"p"
+    assert job_count(store) == 1
+    assert stored_job(store, "job-1", payload=True).payload == b"p"
 
 
 def test_id_conflict_in_a_batch_writes_nothing(store: Store, client: Client) -> None:
@@ -87,7 +72,7 @@ def test_id_conflict_in_a_batch_writes_nothing(store: Store, client: Client) -> 
     with pytest.raises(IdConflict):
         client.enqueue_many([Envelope(kind="k", payload=b"fresh"),
                              Envelope(kind="k", payload=b"changed", id="taken")])
-    assert total(store) == 1
+    assert job_count(store) == 1
 
 
 def test_schema_version_and_max_attempts_fit_32_bits_on_every_backend(client: Client) -> None:
@@ -103,17 +88,17 @@ def test_schema_version_and_max_attempts_fit_32_bits_on_every_backend(client: Cl
 def test_batch_returns_ids_in_order(store: Store, client: Client) -> None:
     envs = [Envelope(kind="k", payload=f"{i}".encode(), id=f"id-{i}") for i in range(5)]
     assert client.enqueue_many(envs) == [f"id-{i}" for i in range(5)]
-    assert total(store) == 5
+    assert job_count(store) == 5
 
 
 def test_batch_with_one_invalid_member_writes_nothing(store: Store, client: Client) -> None:
     envs = [Envelope(kind="k", payload=b"ok") for _ in range(3)]
     with pytest.raises(InvalidInput, match="weight"):
         client.enqueue_many([*envs, Envelope(kind="k", payload=b"bad", weight=0)])
-    assert total(store) == 0
+    assert job_count(store) == 0
     with pytest.raises(InvalidInput):
         store.enqueue_many([*envs, Envelope(kind="", payload=b"bad")])
-    assert total(store) == 0
+    assert job_count(store) == 0
 
 
 def test_batch_with_one_duplicate_writes_nothing(store: Store, client: Client) -> None:
@@ -123,7 +108,7 @@ def test_batch_with_one_duplicate_writes_nothing(store: Store, client: Client) -
                              Envelope(kind="k", payload=b"2", unique_key=b"u"),
                              Envelope(kind="k", payload=b"3", unique_key=b"fresh")])
     assert info.value.existing_id == holder
-    assert total(store) == 1
+    assert job_count(store) == 1
     # the batch's other key was not taken either
     client.enqueue("k", b"4", unique_key=b"fresh")
 
@@ -131,7 +116,7 @@ def test_batch_with_one_duplicate_writes_nothing(store: Store, client: Client) -
 def test_batch_with_the_same_id_twice_is_rejected(store: Store, client: Client) -> None:
     with pytest.raises(InvalidInput):
         client.enqueue_many([Envelope(kind="k", id="x"), Envelope(kind="k", id="x")])
-    assert total(store) == 0
+    assert job_count(store) == 0
 
 
 # -- quarantine and backpressure --------------------------------------------------------
@@ -140,14 +125,14 @@ def test_quarantined_fingerprint_is_rejected(
     store: Store, client: Client, quarantine: Callable[[Store, str, bytes], str]
 ) -> None:
     fp = quarantine(store, "poison", b"pill")
-    before = total(store)
+    before = job_count(store)
     with pytest.raises(Quarantined) as info:
         client.enqueue("poison", b"pill")
     assert info.value.fingerprint == fp
     with pytest.raises(Quarantined):
         client.enqueue_many([Envelope(kind="ok", payload=b"x"),
                              Envelope(kind="poison", payload=b"pill")])
-    assert total(store) == before
+    assert job_count(store) == before
     client.enqueue("poison", b"a different pill")  # other content is fine
 
 
@@ -159,7 +144,7 @@ def test_backpressure_at_the_exact_limit(store: Store, client: Client) -> None:
         client.enqueue("k", b"4th")
     err = info.value
     assert (err.queue, err.limit, err.current, err.incoming) == (Q, 3, 3, 1)
-    assert total(store) == 3
+    assert job_count(store) == 3
     client.enqueue("k", b"elsewhere", queue="other")  # per queue
 
 
@@ -170,7 +155,7 @@ def test_backpressure_counts_the_whole_batch(store: Store, client: Client) -> No
     with pytest.raises(Backpressure) as info:
         client.enqueue_many([Envelope(kind="k", payload=b"3"), Envelope(kind="k", payload=b"4")])
     assert (info.value.current, info.value.incoming) == (2, 2)
-    assert total(store) == 2
+    assert job_count(store) == 2
     client.enqueue_many([Envelope(kind="k", payload=b"3")])  # exactly at the limit: accepted
 
 
@@ -179,7 +164,7 @@ def test_backpressure_releases_as_jobs_finish(store: Store, client: Client) -> N
     first = client.enqueue("k", b"1")
     with pytest.raises(Backpressure):
         client.enqueue("k", b"2")
-    finish(store, first)  # completed is not unfinished
+    finish_job(store, first)  # completed is not unfinished
     client.enqueue("k", b"2")
     store.set_enqueue_limit(Q, None)  # no limit
     for i in range(5):
@@ -191,6 +176,6 @@ def test_enqueue_limit_zero_is_a_kill_switch(store: Store, client: Client) -> No
     with pytest.raises(Backpressure) as info:
         client.enqueue("k", b"x")
     assert (info.value.limit, info.value.current, info.value.incoming) == (0, 0, 1)
-    assert total(store) == 0
+    assert job_count(store) == 0
     with pytest.raises(InvalidInput):
         store.set_enqueue_limit(Q, -1)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import time
 
 import pytest
+from support import finish_job, job_count, stored_job
 
 from headgate import (
     Client,
     Duplicate,
     Envelope,
     InvalidInput,
-    Job,
     Outcome,
     State,
     Store,
@@ -22,20 +22,6 @@ from headgate import (
 Q = "default"
 
 
-def total(store: Store) -> int:
-    return sum(store.counts().values())
-
-
-def get(store: Store, job_id: str, payload: bool = False) -> Job:
-    job = store.get_job(job_id, include_payload=payload)
-    assert job is not None
-    return job
-
-
-def finish(store: Store, job_id: str, outcome: Outcome = Outcome.SUCCESS) -> None:
-    (claim,) = [c for c in store.admit("w", [get(store, job_id).queue], capacity=100)
-                if c.job.id == job_id]
-    store.ack(claim, outcome)
 
 
 # -- uniqueness (§7.2) ----------------------------------------------------------------
@@ -46,28 +32,28 @@ def test_lifecycle_uniqueness_until_the_holder_is_terminal(store: Store,
     with pytest.raises(Duplicate) as info:
         client.enqueue("report", b"2", unique_key=b"daily")
     assert info.value.existing_id == holder and info.value.replaced is False
-    assert total(store) == 1
+    assert job_count(store) == 1
     (claim,) = store.admit("w", [Q], capacity=1)
     with pytest.raises(Duplicate):  # running is still live
         client.enqueue("report", b"3", unique_key=b"daily")
     store.ack(claim, Outcome.RETRY, error="x", delay_ms=0)
-    assert get(store, holder).state is State.RETRYABLE
+    assert stored_job(store, holder).state is State.RETRYABLE
     with pytest.raises(Duplicate):  # retryable is still live
         client.enqueue("report", b"4", unique_key=b"daily")
     (claim,) = store.admit("w", [Q], capacity=1)
     store.ack(claim, Outcome.SKIP, error="give up")  # archived: terminal, the key is released
     second = client.enqueue("report", b"5", unique_key=b"daily")
-    assert second != holder and total(store) == 2
+    assert second != holder and job_count(store) == 2
 
 
 def test_lifecycle_key_released_by_completion_deletion_and_cancel(store: Store,
                                                               client: Client) -> None:
     first = client.enqueue("k", b"1", unique_key=b"u", retention_ms=0)
-    finish(store, first)  # retention 0: the row is deleted
+    finish_job(store, first)  # retention 0: the row is deleted
     assert store.get_job(first) is None
     second = client.enqueue("k", b"2", unique_key=b"u")
-    finish(store, second)
-    assert get(store, second).state is State.COMPLETED
+    finish_job(store, second)
+    assert stored_job(store, second).state is State.COMPLETED
     third = client.enqueue("k", b"3", unique_key=b"u")
     store.operator_cancel(third)
     fourth = client.enqueue("k", b"4", unique_key=b"u")
@@ -76,11 +62,11 @@ def test_lifecycle_key_released_by_completion_deletion_and_cancel(store: Store,
 
 def test_throttle_window_is_released_by_the_clock(store: Store, client: Client) -> None:
     first = client.enqueue("ping", b"1", unique_key=b"host-a", unique_window_ms=300)
-    finish(store, first)  # terminal, but the window still holds
+    finish_job(store, first)  # terminal, but the window still holds
     with pytest.raises(Duplicate) as info:
         client.enqueue("ping", b"2", unique_key=b"host-a", unique_window_ms=300)
     assert info.value.existing_id == first
-    until = get(store, first).enqueued_at_ms + 300
+    until = stored_job(store, first).enqueued_at_ms + 300
     while store.now_ms() < until:
         time.sleep(0.02)
     second = client.enqueue("ping", b"3", unique_key=b"host-a", unique_window_ms=300)
@@ -93,7 +79,7 @@ def test_throttle_window_is_released_by_the_clock(store: Store, client: Client) 
 def test_unique_keys_are_namespaced_by_kind(store: Store, client: Client) -> None:
     a = client.enqueue("kind.a", b"", unique_key=b"same")
     b = client.enqueue("kind.b", b"", unique_key=b"same")
-    assert a != b and total(store) == 2
+    assert a != b and job_count(store) == 2
 
 
 def test_unique_exclude_kind_shares_the_key_across_kinds(store: Store,
@@ -104,7 +90,7 @@ def test_unique_exclude_kind_shares_the_key_across_kinds(store: Store,
     assert info.value.existing_id == a
     # an excluded key and a kind-namespaced key of the same bytes do not collide
     client.enqueue("kind.a", b"", unique_key=b"global")
-    assert total(store) == 2
+    assert job_count(store) == 2
 
 
 def test_duplicate_within_one_batch_writes_nothing(store: Store, client: Client) -> None:
@@ -112,7 +98,7 @@ def test_duplicate_within_one_batch_writes_nothing(store: Store, client: Client)
     with pytest.raises(InvalidInput, match="same unique key twice"):
         client.enqueue_many([Envelope(kind="k", payload=b"1", unique_key=b"u"),
                              Envelope(kind="k", payload=b"2", unique_key=b"u")])
-    assert total(store) == 0
+    assert job_count(store) == 0
 
 
 def test_replace_bit_1_payload(store: Store, client: Client) -> None:
@@ -121,10 +107,10 @@ def test_replace_bit_1_payload(store: Store, client: Client) -> None:
         client.enqueue("k", b"new", unique_key=b"u", unique_replace=1, headers={"v": "2"},
                        priority=9)
     assert info.value.existing_id == holder and info.value.replaced is True
-    job = get(store, holder, payload=True)
+    job = stored_job(store, holder, payload=True)
     assert job.payload == b"new" and job.headers == {"v": "2"}
     assert job.priority == 0  # bit 4 was not set
-    assert total(store) == 1
+    assert job_count(store) == 1
 
 
 def test_replace_bit_2_scheduled_at(store: Store, client: Client) -> None:
@@ -134,7 +120,7 @@ def test_replace_bit_2_scheduled_at(store: Store, client: Client) -> None:
         client.enqueue("k", b"p", unique_key=b"u", unique_replace=2,
                        scheduled_at_ms=now + 120_000)
     assert info.value.replaced is True
-    job = get(store, holder)
+    job = stored_job(store, holder)
     assert job.scheduled_at_ms == now + 120_000 and job.state is State.SCHEDULED
 
 
@@ -143,7 +129,7 @@ def test_replace_bit_4_priority(store: Store, client: Client) -> None:
     with pytest.raises(Duplicate) as info:
         client.enqueue("k", b"new", unique_key=b"u", unique_replace=4, priority=7)
     assert info.value.replaced is True
-    job = get(store, holder, payload=True)
+    job = stored_job(store, holder, payload=True)
     assert job.priority == 7 and job.payload == b"old"  # bit 1 was not set
 
 
@@ -152,7 +138,7 @@ def test_replace_bit_8_max_attempts(store: Store, client: Client) -> None:
     with pytest.raises(Duplicate) as info:
         client.enqueue("k", b"p", unique_key=b"u", unique_replace=8, max_attempts=11)
     assert info.value.replaced is True
-    assert get(store, holder).max_attempts == 11
+    assert stored_job(store, holder).max_attempts == 11
 
 
 def test_replace_all_bits_at_once(store: Store, client: Client) -> None:
@@ -162,7 +148,7 @@ def test_replace_all_bits_at_once(store: Store, client: Client) -> None:
         client.enqueue("k", b"new", unique_key=b"u", unique_replace=15,
                        scheduled_at_ms=now + 90_000, priority=5, max_attempts=2)
     assert info.value.replaced is True
-    job = get(store, holder, payload=True)
+    job = stored_job(store, holder, payload=True)
     assert (job.payload, job.scheduled_at_ms, job.priority, job.max_attempts) == (
         b"new", now + 90_000, 5, 2)
 
@@ -172,7 +158,7 @@ def retryable_holder(store: Store, client: Client) -> tuple[str, int]:
     holder = client.enqueue("k", b"old", unique_key=b"u")
     (claim,) = store.admit("w", [Q], capacity=1)
     store.ack(claim, Outcome.RETRY, "flaky", delay_ms=1_000)
-    job = get(store, holder)
+    job = stored_job(store, holder)
     assert job.state is State.RETRYABLE
     return holder, job.scheduled_at_ms
 
@@ -184,7 +170,7 @@ def test_debounce_pushes_the_due_time_of_a_retryable_holder(store: Store,
     with pytest.raises(Duplicate) as info:
         client.enqueue("k", b"new", unique_key=b"u", unique_debounce_ms=5_000)
     assert info.value.replaced is True
-    job = get(store, holder, payload=True)
+    job = stored_job(store, holder, payload=True)
     assert job.payload == b"new" and job.state is State.RETRYABLE
     assert job.scheduled_at_ms >= before + 5_000 > due
 
@@ -195,7 +181,7 @@ def test_replace_bit_2_moves_a_retryable_holder(store: Store, client: Client) ->
     with pytest.raises(Duplicate) as info:
         client.enqueue("k", b"old", unique_key=b"u", unique_replace=2, scheduled_at_ms=later)
     assert info.value.replaced is True
-    job = get(store, holder)
+    job = stored_job(store, holder)
     assert (job.state, job.scheduled_at_ms) == (State.RETRYABLE, later)
 
 
@@ -205,7 +191,7 @@ def test_replace_leaves_a_running_holder_alone(store: Store, client: Client) -> 
     with pytest.raises(Duplicate) as info:
         client.enqueue("k", b"new", unique_key=b"u", unique_replace=15, priority=9)
     assert info.value.existing_id == holder and info.value.replaced is False
-    job = get(store, holder, payload=True)
+    job = stored_job(store, holder, payload=True)
     assert (job.payload, job.priority, job.state) == (b"old", 1, State.RUNNING)
 
 
@@ -214,7 +200,7 @@ def test_debounce_pushes_due_time_and_replaces_payload_and_tags(store: Store,
     first_at = store.now_ms()
     holder = client.enqueue("sync", b"v1", unique_key=b"user-1", unique_debounce_ms=400,
                             tags=["first"])
-    job = get(store, holder)
+    job = stored_job(store, holder)
     assert job.state is State.SCHEDULED
     assert job.scheduled_at_ms >= first_at + 400
     time.sleep(0.05)
@@ -223,10 +209,10 @@ def test_debounce_pushes_due_time_and_replaces_payload_and_tags(store: Store,
         client.enqueue("sync", b"v2", unique_key=b"user-1", unique_debounce_ms=400,
                        tags=["second"])
     assert info.value.existing_id == holder and info.value.replaced is True
-    job = get(store, holder, payload=True)
+    job = stored_job(store, holder, payload=True)
     assert job.payload == b"v2" and job.tags == ("second",)
     assert job.scheduled_at_ms >= second_at + 400 > first_at + 400
-    assert job.state is State.SCHEDULED and total(store) == 1
+    assert job.state is State.SCHEDULED and job_count(store) == 1
     assert store.admit("w", [Q], capacity=1) == []  # trailing edge: not yet
     while store.now_ms() < job.scheduled_at_ms:
         time.sleep(0.02)

@@ -15,9 +15,17 @@ from collections.abc import Sequence
 import psycopg
 import psycopg_pool
 
-from headgate.core import Backpressure, Envelope, IdConflict, InvalidInput, Quarantined
+from headgate.core import Envelope, InvalidInput
 
-from .enqueue import ENQUEUE_MANY, ENQUEUE_ONE, ENQUEUE_PLAIN, _columns, _plain_params, _row
+from .enqueue import (
+    ENQUEUE_MANY,
+    ENQUEUE_ONE,
+    ENQUEUE_PLAIN,
+    _columns,
+    _plain_params,
+    _row,
+    received,
+)
 from .outage import unavailable
 
 POOL_MAX = 4
@@ -38,15 +46,7 @@ async def call(raw: psycopg.AsyncConnection, envs: Sequence[Envelope],
         cur = await raw.execute(ENQUEUE_ONE, [*_row(env), origin])
     else:
         cur = await raw.execute(ENQUEUE_MANY, [*_columns(envs), origin])
-    row = await cur.fetchone()
-    assert row is not None
-    outcome, subject, limit, current, incoming, _ = row
-    if outcome == "id_conflict":
-        raise IdConflict(subject)
-    if outcome == "quarantined":
-        raise Quarantined(subject)
-    if outcome == "backpressure":
-        raise Backpressure(subject, int(limit), int(current), int(incoming))
+    received(await cur.fetchone())
 
 
 class AsyncProducer:

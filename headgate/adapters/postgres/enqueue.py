@@ -146,6 +146,12 @@ def call(raw: psycopg.Connection, envs: Sequence[Envelope], origin: str | None) 
         row = raw.execute(ENQUEUE_ONE, [*_row(env), origin]).fetchone()
     else:
         row = raw.execute(ENQUEUE_MANY, [*_columns(envs), origin]).fetchone()
+    return received(row)
+
+
+def received(row: tuple | None) -> set[str]:
+    """The queues an enqueue call's result row says received jobs; its refusal raised
+    as the typed error the shared enqueue raises."""
     assert row is not None
     outcome, subject, limit, current, incoming, queues = row
     if outcome == "id_conflict":
@@ -154,7 +160,7 @@ def call(raw: psycopg.Connection, envs: Sequence[Envelope], origin: str | None) 
         raise Quarantined(subject)
     if outcome == "backpressure":
         raise Backpressure(subject, int(limit), int(current), int(incoming))
-    return set(queues)
+    return set(queues or ())
 
 
 def shared_enqueue(
