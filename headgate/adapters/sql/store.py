@@ -34,12 +34,12 @@ from . import (
     lifecycle,
     uniques,
 )
-from .ops_store import OpsStoreMixin
-from .periodic_store import PeriodicMixin
+from .api_storage import ApiStorageMixin
+from .periodic_methods import PeriodicMethods
 from .rows import bump_history
 
 
-class SqlStore(PeriodicMixin, OpsStoreMixin, Store):
+class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
     """The store port over the shared SQL modules. Subclasses supply `db` (write/read/
     query on their engine), the clock and what only their engine can do."""
 

@@ -1,4 +1,4 @@
-"""OpsStoreMixin: what the control API needs from the store beyond the engine —
+"""ApiStorageMixin: what the control API needs from the store beyond the engine —
 bulk operations, queue delete, memory sampling, stored idempotent responses.
 
 A mixin (rather than more methods in store.py) so the API's storage lives in its own
@@ -19,7 +19,7 @@ from headgate.store.port import IdempotentWrite
 from . import idempotency, operations, queue_admin
 
 
-class OpsStoreMixin:
+class ApiStorageMixin:
     if TYPE_CHECKING:  # provided by the concrete store
         db: Any
 

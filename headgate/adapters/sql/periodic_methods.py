@@ -1,4 +1,4 @@
-"""PeriodicMixin: the store methods for periodic schedules (SPEC §9) and for the
+"""PeriodicMethods: the store methods for periodic schedules (SPEC §9) and for the
 maintenance duties of SPEC §6 that the core adapter does not already have.
 
 A mixin so this surface lives beside, not inside, the core adapter. It needs from the
@@ -31,7 +31,7 @@ class _Moved(Exception):
     the insert rolls back."""
 
 
-class PeriodicMixin:
+class PeriodicMethods:
     """Schedules, their firing and events, run-now, and maintenance writes."""
 
     if TYPE_CHECKING:  # provided by the concrete store
