@@ -188,6 +188,31 @@ def test_pausing_a_rate_class_and_a_queue_is_explained(server: Server, page: Any
                json={"limit": 5, "window_ms": 1000, "burst": 5, "paused": False})
 
 
+def test_a_button_morphed_by_a_live_update_reports_what_it_did(
+        server: Server, page: Any) -> None:
+    """The live update of the change a click made can morph the button into its successor
+    (Pause becomes Resume) before the answer arrives: the flash reports the click's own
+    action, not the successor's."""
+    page.goto(server.base + "/rate-classes")
+    live(page)
+    row = page.locator("tr", has=page.locator("th", has_text=re.compile(r"^smtp")))
+
+    def answer_late(route: Any) -> None:
+        response = route.fetch()  # the server has paused the class: its update goes out
+        page.wait_for_timeout(1500)
+        route.fulfill(response=response)
+
+    page.route(re.compile(r".*/api/v1/rate-classes/smtp$"), answer_late)
+    try:
+        row.get_by_role("button", name="Pause", exact=True).click()
+        expect(row.get_by_role("button", name="Resume", exact=True)).to_be_visible()
+        expect(page.locator("#flash")).to_contain_text("Rate class paused")
+    finally:
+        page.unroute(re.compile(r".*/api/v1/rate-classes/smtp$"))
+        server.api("PUT", "/rate-classes/smtp",
+                   json={"limit": 5, "window_ms": 1000, "burst": 5, "paused": False})
+
+
 def test_release_a_quarantined_fingerprint(server: Server, page: Any) -> None:
     fp = server.seeded.quarantined_fingerprint
     page.goto(server.base + "/quarantine")

@@ -189,8 +189,7 @@
     return msg ? "Refused: " + msg + "." : "Request failed (" + status + ").";
   }
 
-  function successText(elt, body, xhr) {
-    var done = elt.getAttribute("data-done") || "Done.";
+  function successText(done, body, xhr) {
     if (body && Array.isArray(body.succeeded)) {
       var n = body.succeeded.length;
       var text = done + " " + n + " job" + (n === 1 ? "" : "s") + ".";
@@ -215,21 +214,19 @@
    * replace the clicked button (e.g. the job's sheet re-rendered because the action
    * changed the job) before the response arrives, and events on a detached element
    * never reach document listeners. */
-  function onAnswer(elt, xhr) {
+  function onAnswer(elt, xhr, sent) {
     if (!xhr.status) return; // network failure: keep the key, see sendError
     setTimeout(function () { elt._hgKey = null; }, 1000);
     elt._hgBody = null;
     var body = null;
     try { body = JSON.parse(xhr.responseText); } catch (e) { body = null; }
     if (xhr.status >= 200 && xhr.status < 300) {
-      sayInPlace(elt, successText(elt, body, xhr), "ok");
-      var then = elt.getAttribute("data-then");
-      if (then && body && body.id) {
-        htmx.ajax("GET", then.replace("__ID__", encodeURIComponent(body.id)),
-          { target: elt.getAttribute("data-then-target"), swap: "innerHTML" });
+      sayInPlace(elt, successText(sent.done, body, xhr), "ok");
+      if (sent.then && body && body.id) {
+        htmx.ajax("GET", sent.then.replace("__ID__", encodeURIComponent(body.id)),
+          { target: sent.thenTarget, swap: "innerHTML" });
       }
-      var refresh = elt.getAttribute("data-refresh");
-      if (refresh) refreshRegion(refresh);
+      if (sent.refresh) refreshRegion(sent.refresh);
     } else {
       sayInPlace(elt, errorText(xhr.status, body), "error");
     }
@@ -239,7 +236,15 @@
     var elt = evt.detail.elt;
     if (!elt || !elt.hasAttribute || !elt.hasAttribute("data-mutation")) return;
     var xhr = evt.detail.xhr;
-    xhr.addEventListener("loadend", function () { onAnswer(elt, xhr); });
+    // What the button said when it was clicked: a live update morphs the same element
+    // into its successor (Pause becomes Resume) before the answer may arrive.
+    var sent = {
+      done: elt.getAttribute("data-done") || "Done.",
+      then: elt.getAttribute("data-then"),
+      thenTarget: elt.getAttribute("data-then-target"),
+      refresh: elt.getAttribute("data-refresh")
+    };
+    xhr.addEventListener("loadend", function () { onAnswer(elt, xhr, sent); });
   });
 
   document.addEventListener("htmx:sendError", function (evt) {
