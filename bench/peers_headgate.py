@@ -55,6 +55,10 @@ sys.path.insert(0, PEERS_DIR)
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, SRC)
 
+if not os.path.exists(os.path.join(PEERS_DIR, "common.py")):
+    # Every workload is the harness's own code: without it there is nothing to run.
+    sys.exit(f"bench: the peer harness (common.py) is not in {PEERS_DIR}; "
+             "set HG_PEERS_DIR to the peers' folder")
 import common  # type: ignore[import-not-found]  # noqa: E402
 
 import headgate  # noqa: E402

@@ -74,6 +74,10 @@ def test_python_m_headgate_cli_knows_every_command(tmp_path: Path) -> None:
         assert f"Usage: python -m headgate.cli {command}" in result.stdout
 
 
+# Benchmarks that import the peers' own common.py (bench/peers_headgate.py).
+NEEDS_PEER_HARNESS = {"peers", "memory", "wal"}
+
+
 def _runs_as_program(path: Path) -> bool:
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) \
@@ -86,8 +90,15 @@ def test_headgate_bench_names_every_benchmark_script_of_the_checkout(
         tmp_path: Path) -> None:
     programs = {p.name for p in (ROOT / "bench").glob("*.py") if _runs_as_program(p)}
     assert programs - set(NOT_BENCHMARKS) == set(BENCHMARKS.values())
+    harness = Path(os.environ.get("HG_PEERS_DIR") or ROOT.parent / "shared" / "peers")
     for name in BENCHMARKS:
-        # Each name reaches its script, whose own --help answers (argparse's usage).
+        # Each name reaches its script, whose own --help answers (argparse's usage); the
+        # ones built on the peer harness say where they looked when it is not there.
         result = run(tmp_path, "bench", name, "--help")
+        if name in NEEDS_PEER_HARNESS and not (harness / "common.py").exists():
+            assert result.returncode != 0, name
+            assert "peer harness" in result.stderr, (name, result.stderr)
+            assert "Traceback" not in result.stderr, (name, result.stderr)
+            continue
         assert result.returncode == 0, (name, result.stderr)
         assert "usage:" in result.stdout.lower(), (name, result.stdout)
