@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the whole suite: ruff, then pytest (tests/ and e2e/)
 # against a throw-away PostgreSQL cluster and Debian's Chromium.
-# Arguments go to pytest (e.g. -k admission, -x). HG_TEST_PROCESSES=1 runs it in one
-# process.
+# Arguments go to pytest (e.g. -k admission, -x).
 #
 # Exported to the tests:
 #   HG_TEST_PG        postgresql://headgate@127.0.0.1:PORT/headgate_test
@@ -94,9 +93,5 @@ fi
 # Run both even if the first fails, so one run shows every problem.
 status=0
 .venv/bin/ruff check . || status=$?
-# Two test processes (HG_TEST_PROCESSES): most tests wait on workers, servers and
-# browsers, not on the CPU. A file's tests stay in one process (--dist loadfile), so a
-# module's fixtures and its server are built once.
-.venv/bin/python -m pytest -q -n "${HG_TEST_PROCESSES:-2}" --dist loadfile "$@" ||
-    { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
+.venv/bin/python -m pytest -q "$@" || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 exit "$status"
