@@ -1,6 +1,6 @@
 """The worker app the worker tests run — in-process and as `headgate worker --app
-worker_app:make_worker` child processes. No tests here; it lives under a
-`test_worker*` name because the worker tests own that namespace.
+worker_app:make_worker` child processes. No tests here (its name is not
+`test_*`); it also holds the in-process tests' worker builder.
 
 Handlers decide from the claim's counters (`attempt`, `fence`, `crash_attempt`) so one
 job can fail, snooze or crash on its first run and succeed on a later one. Files in
@@ -14,9 +14,22 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from headgate import Job, JsonDecoder, RateLimited, Retry, Revoke, Skip, Snooze, Store, Worker
+from headgate import (
+    Job,
+    JsonDecoder,
+    RateLimited,
+    Retry,
+    Revoke,
+    Skip,
+    Snooze,
+    State,
+    Store,
+    Worker,
+)
 from headgate.core import InvalidInput
 from headgate.worker import JobContext
 
@@ -183,3 +196,31 @@ def make_worker(store: Store) -> Worker:
     """The `--app` factory: short leases and heartbeats so process tests run fast."""
     return register_all(Worker(store, queues=["default"], concurrency=8, lease_ms=1500,
                                heartbeat_ms=300, kill_grace_ms=500, duty_interval_ms=200))
+
+
+# Short timings for in-process worker tests: quick heartbeats, polls and grace periods.
+FAST = {"heartbeat_ms": 100, "poll_ceiling_ms": 50, "kill_grace_ms": 300,
+        "timeout_grace_ms": 300, "lease_ms": 1500}
+
+
+def state_of(store: Store, job_id: str) -> State | None:
+    job = store.get_job(job_id)
+    return None if job is None else job.state
+
+
+def worker_maker(store: Store, **defaults: Any) -> Iterator[Callable[..., Worker]]:
+    """A `make_worker` fixture's body: builds (not starts) workers with this app's
+    handlers and the FAST timings (``defaults`` and each call's options over them),
+    and stops the started ones at the end."""
+    made: list[Worker] = []
+
+    def make(**options: Any) -> Worker:
+        worker = register_all(
+            Worker(store, **{"concurrency": 4, **FAST, **defaults, **options}))
+        made.append(worker)
+        return worker
+
+    yield make
+    for worker in made:
+        if worker._started:
+            worker.stop(drain_ms=0, timeout=15)

@@ -15,34 +15,17 @@ from typing import Any
 
 import pytest
 from support import wait_for
-from worker_app import register_all
+from worker_app import state_of, worker_maker
 
 import headgate
 from headgate import Job, State, Store, Worker
 from headgate.worker import JobContext
 
-FAST = {"heartbeat_ms": 100, "poll_ceiling_ms": 50, "kill_grace_ms": 300,
-        "timeout_grace_ms": 300, "lease_ms": 1500, "duties": False}
-
-
-def state_of(store: Store, job_id: str) -> State | None:
-    job = store.get_job(job_id)
-    return None if job is None else job.state
-
 
 @pytest.fixture
 def make_worker(store: Store) -> Iterator[Callable[..., Worker]]:
-    made: list[Worker] = []
-
-    def _make(**options: Any) -> Worker:
-        worker = register_all(Worker(store, **{"concurrency": 4, **FAST, **options}))
-        made.append(worker)
-        return worker
-
-    yield _make
-    for worker in made:
-        if worker._started:
-            worker.stop(drain_ms=0, timeout=15)
+    """Builds (not starts) workers with the test app's handlers; stops them at the end."""
+    yield from worker_maker(store, duties=False)
 
 
 def test_an_async_handler_runs_to_its_end_before_the_job_completes(

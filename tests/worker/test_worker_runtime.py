@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from support import wait_for
-from worker_app import register_all
+from worker_app import FAST, register_all, state_of, worker_maker
 
 import headgate
 from headgate import InvalidInput, Job, LeaseLost, Outcome, State, Store, Worker
@@ -28,29 +28,11 @@ from headgate.worker import DEADLINE_HEADER, EXIT_RESTART, JobContext
 from headgate.worker.default_duties import WORKER_DUTIES
 from headgate.worker.job_context import AttemptGate
 
-FAST = {"heartbeat_ms": 100, "poll_ceiling_ms": 50, "kill_grace_ms": 300,
-        "timeout_grace_ms": 300, "lease_ms": 1500}
-
-
-def state_of(store: Store, job_id: str) -> State | None:
-    job = store.get_job(job_id)
-    return None if job is None else job.state
-
 
 @pytest.fixture
 def make_worker(store: Store) -> Iterator[Callable[..., Worker]]:
     """Builds (not starts) workers with the test app's handlers; stops them at the end."""
-    made: list[Worker] = []
-
-    def _make(**options: Any) -> Worker:
-        worker = register_all(Worker(store, **{"concurrency": 4, **FAST, **options}))
-        made.append(worker)
-        return worker
-
-    yield _make
-    for worker in made:
-        if worker._started:
-            worker.stop(drain_ms=0, timeout=15)
+    yield from worker_maker(store)
 
 
 class Gate:
