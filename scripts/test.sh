@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the whole suite: ruff, then pytest (tests/ and e2e/)
-# against a throw-away PostgreSQL cluster and Debian's Chromium.
-# Arguments go to pytest (e.g. -k admission, -x).
+# against a throw-away PostgreSQL cluster and Debian's Chromium, in two phases: the
+# tests marked `serial` in one process, then the rest in two (pytest-xdist;
+# HG_TEST_PROCESSES=1 runs them in one, for debugging). Every step runs even if an
+# earlier one failed; the exit code is the first failure's.
+# Arguments go to both pytest phases (e.g. -k admission, -x, a test path); a -m
+# expression is combined with each phase's own. Not -n: phase 1 must stay one process.
+# A phase that selects no test is no failure.
 #
 # Exported to the tests:
 #   HG_TEST_PG        postgresql://headgate@127.0.0.1:PORT/headgate_test
@@ -16,6 +21,23 @@ cd "$root"
 
 log() { printf 'test: %s\n' "$*" >&2; }
 die() { printf 'test: error: %s\n' "$*" >&2; exit 1; }
+
+processes="${HG_TEST_PROCESSES:-2}"
+[[ "$processes" =~ ^[1-9][0-9]*$ ]] || die "HG_TEST_PROCESSES must be a positive integer"
+# pytest keeps only the last -m, so the arguments' own is taken out and combined with
+# each phase's (-m "not soak" must not bring the serial tests back into phase 2).
+marks=""
+args=()
+while [ "$#" -gt 0 ]; do
+    case "$1" in
+        -m) [ "$#" -ge 2 ] || die "-m needs an expression"; marks="$2"; shift 2 ;;
+        -m?*) marks="${1#-m}"; shift ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+selecting() {
+    if [ -n "$marks" ]; then printf '(%s) and (%s)' "$1" "$marks"; else printf '%s' "$1"; fi
+}
 
 # --- throw-away PostgreSQL -----------------------------------------------------------
 pg_bin="$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n 1)"
@@ -90,8 +112,33 @@ if [ -x /usr/bin/chromium ]; then
 fi
 
 # --- checks --------------------------------------------------------------------------
-# Run both even if the first fails, so one run shows every problem.
+# Run every step even if one fails, so one run shows every problem.
 status=0
-.venv/bin/ruff check . || status=$?
-.venv/bin/python -m pytest -q "$@" || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
+empty=0 # phases that selected no test (pytest's exit code 5)
+failed() { [ "$status" -ne 0 ] || status=$1; }
+phase() {
+    local rc=0
+    .venv/bin/python -m pytest -q "$@" || rc=$?
+    if [ "$rc" -eq 5 ]; then
+        empty=$((empty + 1))
+    elif [ "$rc" -ne 0 ]; then
+        failed "$rc"
+    fi
+}
+.venv/bin/ruff check . || failed $?
+# Phase 1, alone: these restart the shared PostgreSQL cluster or count cluster-wide
+# figures (transaction ids), which would break or skew another process's tests.
+log "phase 1: tests marked serial, one process"
+phase -m "$(selecting serial)" "${args[@]}"
+# Phase 2: most tests wait on workers, servers and browsers, not on the CPU. A file's
+# tests stay in one process (--dist loadfile), so its module fixtures and servers are
+# built once.
+log "phase 2: the other tests, $processes process(es)"
+if [ "$processes" -gt 1 ]; then
+    phase -n "$processes" --dist loadfile -m "$(selecting "not serial")" "${args[@]}"
+else
+    phase -m "$(selecting "not serial")" "${args[@]}"
+fi
+# Arguments that select nothing in either phase (a mistyped -k) are still an error.
+[ "$empty" -lt 2 ] || failed 5
 exit "$status"

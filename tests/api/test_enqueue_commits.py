@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from api_helpers import Api
 
 pytest_plugins = ["api_helpers"]
+# Transaction ids are cluster-wide: another process's writes would count as this test's.
+pytestmark = pytest.mark.serial
 
 REQUESTS = 5
 

@@ -114,7 +114,7 @@ def test_serve_logs_headgate_lines_with_time_and_level_and_no_apscheduler_flood(
     import re
     import sqlite3
 
-    port = 18981
+    port = _free_port()  # not a fixed one: another test process may hold it
     log_path = tmp_path / "serve.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(

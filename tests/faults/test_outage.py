@@ -76,6 +76,7 @@ def recovered_and_audited(api: ServeProc, worker: WorkerProc, store: Store, ids:
     return worker_s, report
 
 
+@pytest.mark.serial  # stops the shared cluster: every other process's PostgreSQL test fails
 @pytest.mark.skipif(not pg_cluster_available(), reason="needs the test PostgreSQL cluster "
                     "(HG_TEST_PG_BIN/HG_TEST_PG_DATA, set by scripts/test.sh)")
 def test_postgres_stopped_and_restarted_mid_run(

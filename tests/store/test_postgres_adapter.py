@@ -172,6 +172,7 @@ def test_store_clock_is_the_database_clock(pg_url: str) -> None:
         store.close()
 
 
+@pytest.mark.serial  # stops the shared cluster: every other process's PostgreSQL test fails
 @pytest.mark.skipif(not os.environ.get("HG_TEST_PG_DATA"), reason="needs the test cluster")
 def test_server_restart_is_survived(pg_url: str) -> None:
     store = open_store(pg_url)
