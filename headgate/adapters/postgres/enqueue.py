@@ -9,8 +9,8 @@ one statement inside a caller's transaction.
 
 The split: a batch holding any envelope with a unique key (lifecycle, throttle,
 replace, debounce) still goes through the shared code, whose per-key locking and holder
-replacement are not repeated in SQL; it takes the queue locks first like the function,
-and sends its NOTIFY in its own transaction too. Everything else takes the function.
+replacement are not repeated in SQL; it takes the key locks, then the queue locks the
+function takes, and sends its NOTIFY in its own transaction too. Everything else takes the function.
 """
 
 from __future__ import annotations
@@ -166,10 +166,9 @@ def received(row: tuple | None) -> set[str]:
 def shared_enqueue(
     conn: PgConnection, envs: Sequence[Envelope], origin: str | None
 ) -> shared.EnqueueResult:
-    """The shared code in the current transaction, with the function's lock order and
-    a transactional NOTIFY."""
+    """The shared code in the current transaction (it takes the locks, keys before
+    queues), with a transactional NOTIFY."""
     now = int(conn.execute(CLOCK).fetchone()[0])
-    conn.dialect.lock_queues(conn, {e.queue for e in envs})
     result = shared.enqueue(conn, now, envs)
     if result.inserted and origin is not None:
         conn.execute(NOTIFY, (CHANNEL, encode(result.queues, origin)))

@@ -69,7 +69,9 @@ SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?),
        (SELECT max_unfinished_jobs FROM queues WHERE name = ?),
        EXISTS (SELECT 1 FROM queues WHERE name = ?)
 """
-INSERT_ONE = INSERT_JOBS.format(rows=ROW_MARKS)
+# One new job; an id inserted since the probe (by a producer holding none of this one's
+# locks) inserts nothing, and the envelope is then decided as a replay.
+INSERT_NEW = INSERT_JOBS.format(rows=ROW_MARKS) + "ON CONFLICT (id) DO NOTHING\n"
 
 
 @dataclass(slots=True)
@@ -103,17 +105,75 @@ def _chunks(items: list, size: int = CHUNK):
 
 def enqueue(conn: Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResult:
     """Insert validated envelopes. A Duplicate on a single envelope is returned (so a
-    replace/debounce commits); in a batch it is raised so the batch writes nothing."""
+    replace/debounce commits); in a batch it is raised so the batch writes nothing.
+
+    Locks (PostgreSQL; SQLite's one writer needs none) are taken keys first, then
+    queues, the order of every transaction that holds both. A new single envelope takes
+    its queue's lock as late as it can, before the first row admission also writes, so
+    concurrent producers of one queue wait for each other's insert and commit only, not
+    for each other's reads."""
     if len(envs) == 1:
-        env = envs[0]
-        taken, quarantined, limit, has_queue = conn.execute(
-            PROBE_ONE, (env.id, env.fingerprint, env.queue, env.queue)
-        ).fetchone()
-        if not taken:
-            return _enqueue_one(conn, now, env, bool(quarantined), limit, bool(has_queue))
+        return _enqueue_one(conn, now, envs[0])
+    return _enqueue_batch(conn, now, envs)
+
+
+class _QueueLock:
+    """One queue's admission lock, taken at the first `take()`."""
+
+    __slots__ = ("conn", "queue", "held")
+
+    def __init__(self, conn: Connection, queue: str) -> None:
+        self.conn, self.queue, self.held = conn, queue, False
+
+    def take(self) -> None:
+        if not self.held:
+            self.conn.dialect.lock_queues(self.conn, [self.queue])  # type: ignore[attr-defined]
+            self.held = True
+
+
+def _enqueue_one(conn: Connection, now: int, env: Envelope) -> EnqueueResult:
+    """`enqueue` for one envelope, its checks in the batch's order. The probe reads
+    before the queue lock: a quarantine or limit committed meanwhile applies from the
+    next enqueue on, and an id inserted meanwhile is found by the insert itself."""
+    key = effective_unique_key(env)
+    if key is not None:
+        conn.dialect.lock_key(conn, key)  # type: ignore[attr-defined]
+    taken, quarantined, limit, has_queue = conn.execute(
+        PROBE_ONE, (env.id, env.fingerprint, env.queue, env.queue)
+    ).fetchone()
+    if taken:  # its identity decides: a replay or IdConflict
+        return _enqueue_batch(conn, now, [env])
+    if quarantined:
+        raise Quarantined(env.fingerprint)  # type: ignore[arg-type]
+    result = EnqueueResult(ids=[env.id], inserted=0, queues={env.queue})  # type: ignore[list-item]
+    queue_lock = _QueueLock(conn, env.queue)
+    if key is not None:
+        dup = _claim_unique(conn, now, env, key, queue_lock)
+        if dup is not None:
+            result.duplicate = dup
+            result.ids = [dup.existing_id]
+            return result
+    queue_lock.take()
+    if limit is not None:
+        current = int(conn.execute(SELECT_UNFINISHED, (env.queue,)).fetchone()[0])
+        if current + 1 > limit:
+            raise Backpressure(env.queue, limit, current, 1)
+    if not has_queue:
+        conn.execute(ENSURE_QUEUE, (env.queue, now))
+    if conn.execute(INSERT_NEW, _insert_row(env, now)).rowcount == 0:
+        return _enqueue_batch(conn, now, [env])  # the id was taken after the probe
+    bump_history(conn, now, {env.queue: {"arrived": 1}})
+    result.inserted = 1
+    return result
+
+
+def _enqueue_batch(conn: Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResult:
     ids = [env.id for env in envs]
     if len(set(ids)) != len(ids):
         raise InvalidInput("batch contains the same id twice")
+    for key in sorted({k for k in map(effective_unique_key, envs) if k is not None}):
+        conn.dialect.lock_key(conn, key)  # type: ignore[attr-defined]
+    conn.dialect.lock_queues(conn, sorted({e.queue for e in envs}))  # type: ignore[attr-defined]
     existing = _existing(conn, ids)
     fresh: list[Envelope] = []
     for env in envs:
@@ -146,7 +206,7 @@ def enqueue(conn: Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResu
             continue
         if key in seen_keys:  # the first of them is not stored: no existing id to name
             raise InvalidInput("batch contains the same unique key twice")
-        dup = _claim_unique(conn, now, env, key)
+        dup = _claim_unique(conn, now, env, key, None)
         if dup is not None:
             if len(envs) > 1:
                 raise dup
@@ -164,31 +224,6 @@ def enqueue(conn: Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResu
     arrived = Counter(e.queue for e in fresh)
     bump_history(conn, now, {q: {"arrived": n} for q, n in arrived.items()})
     result.inserted = len(fresh)
-    return result
-
-
-def _enqueue_one(conn: Connection, now: int, env: Envelope, quarantined: bool,
-                 limit: int | None, has_queue: bool) -> EnqueueResult:
-    """`enqueue` for one envelope whose id is new, its checks in the same order."""
-    result = EnqueueResult(ids=[env.id], inserted=0, queues={env.queue})  # type: ignore[list-item]
-    if quarantined:
-        raise Quarantined(env.fingerprint)  # type: ignore[arg-type]
-    key = effective_unique_key(env)
-    if key is not None:
-        dup = _claim_unique(conn, now, env, key)
-        if dup is not None:
-            result.duplicate = dup
-            result.ids = [dup.existing_id]
-            return result
-    if limit is not None:
-        current = int(conn.execute(SELECT_UNFINISHED, (env.queue,)).fetchone()[0])
-        if current + 1 > limit:
-            raise Backpressure(env.queue, limit, current, 1)
-    if not has_queue:
-        conn.execute(ENSURE_QUEUE, (env.queue, now))
-    conn.execute(INSERT_ONE, _insert_row(env, now))
-    bump_history(conn, now, {env.queue: {"arrived": 1}})
-    result.inserted = 1
     return result
 
 
@@ -235,12 +270,15 @@ def _check_backpressure(conn: Connection, fresh: list[Envelope]) -> None:
 
 
 def _claim_unique(
-    conn: Connection, now: int, env: Envelope, key: bytes
+    conn: Connection, now: int, env: Envelope, key: bytes, queue_lock: _QueueLock | None
 ) -> Duplicate | None:
-    conn.dialect.lock_key(conn, key)  # type: ignore[attr-defined]
+    """The caller holds the key's lock; `queue_lock` is taken before the holder's row
+    is (admission locks job rows after their queue), None where the queues are held."""
     row = conn.execute(SELECT_UNIQUE, (key,)).fetchone()
     if row is not None:
         holder_id, expires = row
+        if queue_lock is not None:
+            queue_lock.take()
         holder = conn.execute(SELECT_HOLDER.format(for_update=conn.dialect.for_update),
                               (holder_id,)).fetchone()
         if expires is not None:

@@ -81,10 +81,9 @@ class PeriodicMethods:
         ids = [e.id for e in envs]
         try:
             with self.db.write() as (conn, now):
-                # Queue locks first, the order every job-state transaction takes them in
-                # (else a tick's insert and a worker's ack+admit can deadlock on
-                # PostgreSQL).
-                conn.dialect.lock_queues(conn, {e.queue for e in envs})
+                # No lock before the enqueue: it takes the unique keys' locks, then the
+                # queues', the order of every transaction that holds both (a queue lock
+                # here first could deadlock with a producer of the same key).
                 marks = ", ".join("?" * len(ids))
                 before = {r[0] for r in conn.execute(
                     f"SELECT id FROM jobs WHERE id IN ({marks})", ids)}
