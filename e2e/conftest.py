@@ -131,7 +131,9 @@ def read_only_server(e2e_db: tuple[str, Seeded], server: Server,
     stop_server(srv)
 
 
-@pytest.fixture(scope="session")
+# Per module: while open, the sync API keeps an asyncio loop running in this thread, so
+# asyncio.run() in the tests/ files pytest-xdist runs after it in this process would fail.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 

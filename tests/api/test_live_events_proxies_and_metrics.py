@@ -118,7 +118,7 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., str]]:
         def up() -> bool:
             try:
                 return requests.get(base + "/healthz", timeout=1).status_code == 200
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # a loaded box: late
                 return False
 
         wait_for(up, 30, "serve to answer")

@@ -366,6 +366,8 @@ def test_a_run_that_lost_its_lease_is_told(
         runner.stop()
 
 
+# A quiet machine: a scheduler held up over 1 s (10 ticks) drops ticks by design (backfill_limit).
+@pytest.mark.serial
 def test_two_schedulers_enqueue_each_backfilled_tick_exactly_once(
     store: Store, open_more, monkeypatch: pytest.MonkeyPatch
 ) -> None:
