@@ -35,6 +35,7 @@ from typing import Any
 
 import flask
 
+from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.store.activity import ActivityHub
 
 from .blueprint import bp
@@ -45,7 +46,7 @@ KEEPALIVE_S = 15.0
 RING_SIZE = 256
 POLL_S = 0.5
 ATTACH_WAIT_S = 2.0
-MINUTE_MS = 60_000
+MINUTE_MS = HISTORY_BUCKET_MS  # the store's history buckets
 
 log = logging.getLogger("headgate.api.events")
 

@@ -42,6 +42,7 @@ from headgate.core import HeadgateError
 from headgate.core.latency import INF as LATENCY_INF
 from headgate.core.latency import LATENCY_BOUNDS_MS
 from headgate.core.latency import METRICS as LATENCY_METRICS
+from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.store.port import Store
 
 from .auth import authenticate
@@ -63,7 +64,7 @@ def _store_error(exc: HeadgateError) -> flask.Response:
 
 ops_bp.register_error_handler(Exception, handle_unexpected)
 
-MINUTE_MS = 60_000
+MINUTE_MS = HISTORY_BUCKET_MS  # the store's history buckets
 SETTLE_MS = 2 * MINUTE_MS
 POLICIES = ("rate_class", "concurrency_limit", "quarantine")
 OUTCOMES = ("arrived", "completed", "failed")

@@ -8,6 +8,7 @@ from typing import Any
 import flask
 
 from headgate.core import drain
+from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
 from .blueprint import bp, empty_ok, json_response, no_content
 from .context import store
@@ -147,7 +148,7 @@ def history(queue: str) -> flask.Response:
     admission rejections by policy (SPEC §6 history)."""
     p = query(opt("since_ms", "i64"), opt("bucket_ms", "i64"))
     since = 0 if p["since_ms"] is None else p["since_ms"]
-    bucket = 60_000 if p["bucket_ms"] is None else p["bucket_ms"]
+    bucket = HISTORY_BUCKET_MS if p["bucket_ms"] is None else p["bucket_ms"]
     return json_response(store().history(queue, since, bucket))
 
 

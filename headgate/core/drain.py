@@ -29,7 +29,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-BUCKET_MS = 60_000
+from .schema_constants import HISTORY_BUCKET_MS
+
+# The history's buckets, whose counters the rates are computed from.
+BUCKET_MS = HISTORY_BUCKET_MS
 HALF_LIFE_MS = 3 * 60_000
 WINDOW_MS = 15 * 60_000
 # |drain − arrival| within this share of the larger rate counts as keeping up.

@@ -1,6 +1,7 @@
 """The job latency histograms' fixed buckets, shared by the store that fills them
-(triggers on `jobs`, migration 0014 and functions/latency.sql, which spell out the same
-bounds) and the `/metrics` export."""
+(triggers on `jobs`: SQLite's read the table `latency_bounds`, PostgreSQL's call
+`headgate_latency_bound`, both written by `headgate migrate` from LATENCY_BOUNDS_MS, see
+core/schema_constants.py) and the `/metrics` export."""
 
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ import flask
 from werkzeug.exceptions import HTTPException
 
 from headgate.core import HeadgateError, Job, JobFilter, JobPage, drain, names
+from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.web import auth_throttle
 from headgate.web.errors import error_response
 from headgate.web.globals import get_store
@@ -263,8 +264,9 @@ def throughput_chart(s: Any) -> charts.HistoryChart:
     summed (one read)."""
     now = s.now_ms()
     since = now - THROUGHPUT_SPAN_MS
-    return charts.history_chart(charts.throughput(s.history_counters(since - since % 60_000)),
-                                since, now, 60_000)
+    bucket = HISTORY_BUCKET_MS
+    return charts.history_chart(charts.throughput(s.history_counters(since - since % bucket)),
+                                since, now, bucket)
 
 
 @bp.get("/queues/<path:name>")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import psycopg
 
+from headgate.core.schema_constants import NOTIFY_QUEUES_MAX_CHARS
 from headgate.store.activity import ActivityHub
 
 log = logging.getLogger("headgate.postgres")
@@ -30,7 +31,7 @@ def encode(queues: set[str] | frozenset[str], origin: str) -> str:
     # NOTIFY payloads are limited to 8000 bytes: fall back to "something changed".
     # headgate_enqueue_v2 (headgate/db/postgres/functions/enqueue.sql) builds the same text.
     body = "\x1f".join(sorted(queues))
-    return f"{origin}|{body if len(body) < 7000 else ''}"
+    return f"{origin}|{body if len(body) < NOTIFY_QUEUES_MAX_CHARS else ''}"
 
 
 def decode(payload: str) -> tuple[str, frozenset[str]]:

@@ -13,6 +13,7 @@ from typing import Any
 from headgate.core import STORED_STATES, UNFINISHED, Job, State
 from headgate.core.errors import InvalidInput
 from headgate.core.job import Blob, Progress
+from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
 from .admission import RateBucket
 from .conn import Connection
@@ -65,15 +66,16 @@ def counts(conn: Connection, queue: str | None) -> dict[str, int]:
 def _rates(conn: Connection, now: int) -> dict[str, dict[str, float]]:
     """Per-queue arrival and drain per second over the last minute, from two buckets."""
     current = minute(now)
-    frac = (now - current) / 60_000
+    frac = (now - current) / HISTORY_BUCKET_MS
+    span_s = HISTORY_BUCKET_MS / 1000
     rates: dict[str, dict[str, float]] = defaultdict(lambda: {"arrived": 0.0, "drained": 0.0})
     for queue, bucket, arrived, completed, failed in conn.execute(
         "SELECT queue, bucket_ms, arrived, completed, failed FROM queue_history "
-        "WHERE bucket_ms >= ?", (current - 60_000,),
+        "WHERE bucket_ms >= ?", (current - HISTORY_BUCKET_MS,),
     ):
         weight = 1.0 if bucket == current else 1.0 - frac
-        rates[queue]["arrived"] += arrived * weight / 60
-        rates[queue]["drained"] += (completed + failed) * weight / 60
+        rates[queue]["arrived"] += arrived * weight / span_s
+        rates[queue]["drained"] += (completed + failed) * weight / span_s
     return rates
 
 
@@ -175,8 +177,9 @@ def quarantine_list(conn: Connection) -> list[dict[str, Any]]:
 def history(
     conn: Connection, queue: str, since_ms: int, bucket_ms: int
 ) -> list[dict[str, Any]]:
-    if isinstance(bucket_ms, bool) or not isinstance(bucket_ms, int) or bucket_ms < 60_000:
-        raise InvalidInput("bucket_ms must be an integer >= 60000")
+    if (isinstance(bucket_ms, bool) or not isinstance(bucket_ms, int)
+            or bucket_ms < HISTORY_BUCKET_MS):
+        raise InvalidInput(f"bucket_ms must be an integer >= {HISTORY_BUCKET_MS}")
     merged: dict[int, dict[str, Any]] = {}
     for row in conn.execute(
         "SELECT bucket_ms, arrived, completed, failed, depth, rejected_rate_class, "

@@ -22,6 +22,7 @@ from headgate.core import (
 )
 from headgate.core.envelope import check_int, check_text
 from headgate.core.policy import ON_MISSED
+from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
 from .conn import Connection
 
@@ -288,7 +289,7 @@ def record_queue_depths(conn: Connection, now: int) -> int:
         f"SELECT queue, coalesce(sum(CASE WHEN state IN ({_UNFINISHED_MARKS}) THEN n END), 0) "
         "FROM queue_counts GROUP BY queue"
     ).fetchall()
-    bucket = now - now % 60_000
+    bucket = now - now % HISTORY_BUCKET_MS
     conn.executemany(RECORD_DEPTH, [(queue, bucket, int(depth)) for queue, depth in rows])
     return len(rows)
 

@@ -6,6 +6,11 @@ import json
 from collections.abc import Mapping, Sequence
 
 from headgate.core import Job, State
+from headgate.core.schema_constants import (
+    ERROR_TEXT_MAX_CHARS,
+    HISTORY_BUCKET_MS,
+    MAX_ERRORS_KEPT,
+)
 
 JOB_FIELDS: tuple[str, ...] = (
     "id", "kind", "queue", "state", "schema_version", "priority", "partition_key",
@@ -72,7 +77,7 @@ def headers_text(headers: Mapping[str, str]) -> str:
 
 
 def minute(now: int) -> int:
-    return now - now % 60_000
+    return now - now % HISTORY_BUCKET_MS
 
 
 BUMP_HISTORY = """
@@ -114,14 +119,11 @@ def error_entry(
     return {
         "attempt": attempt,
         "at_ms": now,
-        "error": (error or "")[:4096],
+        "error": (error or "")[:ERROR_TEXT_MAX_CHARS],
         "logs": [line[:1024] for line in list(logs)[-50:]],
         "worker": worker,
         "outcome": outcome,
     }
-
-
-MAX_ERRORS_KEPT = 25
 
 
 def append_error(errors_json: str, entry: dict) -> str:

@@ -21,6 +21,7 @@ from headgate.core import (
 )
 from headgate.core.envelope import check_int, check_text
 from headgate.core.job import Blob, Progress
+from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.store.port import Store
 
 from . import (
@@ -364,7 +365,9 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
         with self.db.read() as conn:
             return inspection.partitions(conn, queue)
 
-    def history(self, queue: str, since_ms: int, bucket_ms: int = 60_000) -> list[dict[str, Any]]:
+    def history(
+        self, queue: str, since_ms: int, bucket_ms: int = HISTORY_BUCKET_MS
+    ) -> list[dict[str, Any]]:
         with self.db.read() as conn:
             return inspection.history(conn, queue, since_ms, bucket_ms)
 

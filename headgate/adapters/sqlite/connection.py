@@ -15,7 +15,11 @@ from pathlib import Path
 
 from headgate.adapters.dialect import SQLITE
 from headgate.adapters.migrations import known_versions as migration_versions
-from headgate.adapters.migrations import migrations
+from headgate.adapters.migrations import (
+    migrations,
+    sqlite_constants_differ,
+    write_sqlite_constants,
+)
 from headgate.core import StoreUnavailable
 
 from .checkpoint import Checkpointer
@@ -144,7 +148,8 @@ class Database:
             raise _unavailable(exc) from exc
 
     def migrate(self) -> int:
-        """Apply numbered files from headgate/db/sqlite that are newer than the recorded version."""
+        """Apply numbered files from headgate/db/sqlite that are newer than the recorded
+        version, then rewrite the constant tables if the Python constants changed."""
         conn = self.connection()
         try:
             conn.execute(
@@ -164,18 +169,34 @@ class Database:
                     continue
                 for statement in _split_sql(migration.sql):
                     wconn.execute(statement)
+                # Tables a migration just created hold their values before it commits,
+                # so no other process's trigger ever reads them empty.
+                write_sqlite_constants(wconn)
                 wconn.execute(
                     "INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)",
                     (version, migration.name, now),
                 )
+        try:
+            stale = sqlite_constants_differ(conn)
+        except sqlite3.Error as exc:
+            raise _unavailable(exc) from exc
+        if stale:  # unchanged constants: a read, no write
+            with self.write() as (wconn, _now):
+                write_sqlite_constants(wconn)
         return self.version()
 
     def version(self) -> int:
         return max(self.applied_versions(), default=0)
 
     def stale_functions(self) -> list[str]:
-        """SQLite has no server-side functions (see the PostgreSQL adapter's)."""
-        return []
+        """SQLite has no server-side functions (see the PostgreSQL adapter's); its
+        constant tables are what the triggers read instead, so values other than this
+        code's make a store opened without migrating refuse, as stale functions do."""
+        try:
+            stale = sqlite_constants_differ(self.connection())
+        except sqlite3.Error as exc:
+            raise _unavailable(exc) from exc
+        return ["schema_constants"] if stale else []
 
     def applied_versions(self) -> set[int]:
         """The migrations recorded in this file; empty when the runner never touched it

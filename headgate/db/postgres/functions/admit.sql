@@ -85,7 +85,8 @@ BEGIN
         FOR v_out IN
             WITH clock AS MATERIALIZED (
                 SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms,
-                       pg_advisory_xact_lock(hashtextextended(p_queues[1], 7)) AS locked
+                       pg_advisory_xact_lock(
+                           hashtextextended(p_queues[1], headgate_queue_lock_seed())) AS locked
             ), open_queue AS MATERIALIZED (
                 SELECT q.rr_cursor FROM queues q, clock
                 WHERE q.name = p_queues[1] AND q.paused = 0
@@ -264,7 +265,7 @@ BEGIN
         FOR v_lock IN
             SELECT DISTINCT u COLLATE "C" FROM unnest(v_names || p_ack_queues) AS u ORDER BY 1
         LOOP
-            PERFORM pg_advisory_xact_lock(hashtextextended(v_lock, 7));
+            PERFORM pg_advisory_xact_lock(hashtextextended(v_lock, headgate_queue_lock_seed()));
         END LOOP;
 
         -- lifecycle.ack_many for plain successes: rows locked in id order; an ack whose job
@@ -787,8 +788,8 @@ BEGIN
         IF cardinality(v_done_queues) > 0 OR 0 < ANY(x_rate || x_limit || x_quarantine) THEN
             INSERT INTO queue_history (queue, bucket_ms, completed, rejected_rate_class,
                                        rejected_concurrency_limit, rejected_quarantine)
-            SELECT s.queue, v_now - v_now % 60000, sum(s.completed), sum(s.rate), sum(s.lim),
-                   sum(s.quarantine)
+            SELECT s.queue, v_now - v_now % headgate_history_bucket_ms(), sum(s.completed),
+                   sum(s.rate), sum(s.lim), sum(s.quarantine)
             FROM (
                 SELECT d.queue, 1 AS completed, 0 AS rate, 0 AS lim, 0 AS quarantine
                 FROM unnest(v_done_queues) AS d(queue)

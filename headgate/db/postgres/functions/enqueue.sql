@@ -80,7 +80,8 @@ BEGIN
             ORDER BY q.fingerprint LIMIT 1),
            queue_rows.missing, queue_rows.limited
     INTO existing, subject, missing, limited
-    FROM (SELECT count(pg_advisory_xact_lock(hashtextextended(u.name, 7)))
+    FROM (SELECT count(pg_advisory_xact_lock(
+                      hashtextextended(u.name, headgate_queue_lock_seed())))
           FROM unnest(received_queues) AS u(name)) AS locked,
          (SELECT bool_or(q.name IS NULL) AS missing,
                  bool_or(q.max_unfinished_jobs IS NOT NULL) AS limited
@@ -194,7 +195,8 @@ BEGIN
                         THEN 'scheduled'
                     ELSE 'available' END,
                coalesce(nullif(b.scheduled_at_ms, 0), now_ms), b.max_attempts,
-               coalesce(b.retention_ms, 86400000), b.tags, b.sticky_worker, b.headers, now_ms,
+               coalesce(b.retention_ms, headgate_default_retention_ms()), b.tags,
+               b.sticky_worker, b.headers, now_ms,
                b.periodic_schedule_id, b.periodic_tick_ms, b.pending::int
         FROM unnest(p_id, p_kind, p_schema_version, p_payload, p_fingerprint, p_queue,
                     p_priority, p_partition_key, p_rate_class, p_weight, p_scheduled_at_ms,
@@ -208,7 +210,7 @@ BEGIN
         RETURNING queue
     ), arrived AS (
         INSERT INTO queue_history (queue, bucket_ms, arrived)
-        SELECT i.queue, now_ms - now_ms % 60000, count(*)
+        SELECT i.queue, now_ms - now_ms % headgate_history_bucket_ms(), count(*)
         FROM inserted AS i
         GROUP BY i.queue ORDER BY i.queue COLLATE "C"
         ON CONFLICT (queue, bucket_ms) DO UPDATE SET
@@ -218,8 +220,9 @@ BEGIN
         SELECT array_to_string(received_queues, chr(31)) AS text
         FROM (SELECT count(*) FROM arrived) AS written
     )
-    SELECT count(pg_notify('headgate', p_origin || '|' || CASE WHEN length(body.text) < 7000
-                                                             THEN body.text ELSE '' END))
+    SELECT count(pg_notify('headgate', p_origin || '|' ||
+                           CASE WHEN length(body.text) < headgate_notify_queues_max_chars()
+                                THEN body.text ELSE '' END))
     INTO sent
     FROM body WHERE p_origin IS NOT NULL;
 END $$;
