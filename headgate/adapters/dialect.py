@@ -12,6 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from headgate.core.schema_constants import QUEUE_LOCK_SEED
+
+# A queue's admission lock; the seed is the one every other statement's lock uses.
+QUEUE_LOCK = f"SELECT pg_advisory_xact_lock(hashtextextended(?, {QUEUE_LOCK_SEED}))"
+
 
 @dataclass(frozen=True, slots=True)
 class Dialect:
@@ -40,7 +45,7 @@ class Dialect:
         """Serialize admission per queue so fairness deficits and ceilings stay exact."""
         if self.name == "postgres":
             for queue in sorted(queues):
-                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 7))", (queue,))
+                conn.execute(QUEUE_LOCK, (queue,))
 
     def lock_key(self, conn: Any, key: bytes) -> None:
         """Serialize producers racing for one unique key (a missing row cannot be locked)."""

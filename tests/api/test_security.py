@@ -1038,6 +1038,13 @@ SQL_INTERPOLATIONS: dict[str, str] = {
     "', '.join('?' * len(SCHEDULE_FIELDS))": "placeholders only",
     "','.join('?' * len(names))": "placeholders only (lifecycle.promote_due's queue list)",
     "JOB_BYTES": "a constant SQL expression (queue_admin.py)",
+    "QUEUE_LOCK_SEED": "an int constant of core/schema_constants.py (dialect.QUEUE_LOCK)",
+    "name": "a key of core/schema_constants.SQL_CONSTANTS, a literal identifier "
+            "(migrations.constants_file)",
+    "int(value)": "an int of SQL_CONSTANTS, formatted by int() (migrations.constants_file)",
+    "ladder": "WHEN clauses of ints from core/latency.LATENCY_BOUNDS_MS "
+              "(migrations.constants_file)",
+    "int(INF)": "the +Inf bucket's int constant (migrations.constants_file)",
     "OP_COLUMNS": "constant column list",
     "SCHEDULE_COLUMNS": "constant column list",
     "_TERMINAL_MARKS": "quoted State enum values (code constants, not input)",

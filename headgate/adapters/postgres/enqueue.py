@@ -49,7 +49,8 @@ FROM headgate_enqueue_v2(ARRAY[%b::text], ARRAY[%b::text], ARRAY[%b::integer],
 ENQUEUE_PLAIN = """
 WITH clock AS MATERIALIZED (
     SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms,
-           count(pg_advisory_xact_lock(hashtextextended(%(queue)s::text, 7))) AS locked
+           count(pg_advisory_xact_lock(
+               hashtextextended(%(queue)s::text, headgate_queue_lock_seed()))) AS locked
 ), ready AS MATERIALIZED (
     SELECT clock.now_ms FROM clock
     JOIN queues q ON q.name = %(queue)s::text AND q.max_unfinished_jobs IS NULL
@@ -67,7 +68,8 @@ WITH clock AS MATERIALIZED (
                     THEN 'scheduled'
                 ELSE 'available' END,
            coalesce(nullif(%(scheduled_at_ms)s::bigint, 0), now_ms),
-           %(max_attempts)s::integer, coalesce(%(retention_ms)s::bigint, 86400000),
+           %(max_attempts)s::integer,
+           coalesce(%(retention_ms)s::bigint, headgate_default_retention_ms()),
            %(tags)s::text, %(sticky_worker)s::text, %(headers)s::text, now_ms,
            %(periodic_schedule_id)s::text, %(periodic_tick_ms)s::bigint,
            %(pending)s::boolean::int
@@ -76,7 +78,7 @@ WITH clock AS MATERIALIZED (
     RETURNING queue, enqueued_at_ms
 ), arrived AS (
     INSERT INTO queue_history (queue, bucket_ms, arrived)
-    SELECT queue, enqueued_at_ms - enqueued_at_ms %% 60000, 1 FROM inserted
+    SELECT queue, enqueued_at_ms - enqueued_at_ms %% headgate_history_bucket_ms(), 1 FROM inserted
     ON CONFLICT (queue, bucket_ms) DO UPDATE SET arrived = queue_history.arrived + 1
     RETURNING queue
 )

@@ -24,11 +24,11 @@ from headgate.core.envelope import (
     REPLACE_PRIORITY,
     REPLACE_SCHEDULED_AT,
 )
+from headgate.core.schema_constants import DEFAULT_RETENTION_MS
 
 from .conn import Connection
 from .rows import bump_history, headers_text, tags_text
 
-DEFAULT_RETENTION_MS = 24 * 3_600_000
 CHUNK = 500
 
 INSERT_JOBS = """
