@@ -20,6 +20,7 @@ import pytest
 
 import headgate.adapters.migrations as generated
 from headgate import Client, Store, open_store
+from headgate.adapters.sql.rows import JOB_FIELDS
 from headgate.core import Outcome
 from headgate.core.latency import INF, LATENCY_BOUNDS_MS
 from headgate.core.schema_constants import HISTORY_BUCKET_MS, SQL_CONSTANTS
@@ -161,3 +162,17 @@ def test_a_changed_constant_is_applied_by_the_next_migrate(
     monkeypatch.undo()
     open_store(store_url).close()
     assert stored_constants(store_url) == dict(SQL_CONSTANTS)
+
+
+
+def test_the_admit_functions_row_is_the_python_job_row(store_url: str) -> None:
+    """PostgreSQL's admit returns headgate_admitted rows that rows.row_to_job reads by
+    position: the type's columns are the lost id, rows.JOB_FIELDS, then the payload."""
+    if not store_url.startswith("postgresql"):
+        pytest.skip("SQLite's admission returns jobs rows in JOB_FIELDS order itself")
+    open_store(store_url).close()  # migrated
+    with closing(psycopg.connect(store_url)) as conn:
+        names = [r[0] for r in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = "
+            "'headgate_admitted'::regclass AND attnum > 0 ORDER BY attnum")]
+    assert names == ["lost_id", *JOB_FIELDS, "payload"]

@@ -43,6 +43,21 @@ CREATE TYPE headgate_admitted AS (
 EXCEPTION WHEN duplicate_object THEN NULL;
 END $$;
 
+-- A claimed job as a headgate_admitted row: the one place the function's output lists the
+-- job's columns (both of its paths return through it). A single-expression SQL function,
+-- so the planner inlines it: a call costs what the column list did.
+CREATE OR REPLACE FUNCTION headgate_admitted_row(j jobs) RETURNS headgate_admitted
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ROW(NULL::text, (j).id, (j).kind, (j).queue, (j).state, (j).schema_version,
+               (j).priority, (j).partition_key, (j).rate_class, (j).weight, (j).fingerprint,
+               (j).scheduled_at_ms, (j).max_attempts, (j).retention_ms, (j).tags,
+               (j).sticky_worker, (j).headers, (j).attempt, (j).crash_attempt, (j).fence,
+               (j).lease_id, (j).lease_expires_at_ms, (j).worker_id, (j).enqueued_at_ms,
+               (j).attempted_at_ms, (j).finalized_at_ms, (j).errors,
+               (j).periodic_schedule_id, (j).periodic_tick_ms, (j).cancel_requested,
+               (j).was_pending, (j).payload)::headgate_admitted
+$$;
+
 -- lifecycle.ack_many of plain successes (no error, no logs, no delay: running →
 -- completed, or deleted with retention 0; "completed" in queue history), then
 -- admission.admit(). p_ack_* are empty for a bare admit; p_queues empty and capacity 0
@@ -121,16 +136,10 @@ BEGIN
                     cancel_requested = 0
                 WHERE id = ANY(ARRAY(SELECT id FROM candidates)) AND state = 'available'
                   AND (SELECT plain FROM decided)
-                RETURNING *
+                RETURNING jobs AS j
             )
-            (SELECT NULL::text, j.id, j.kind, j.queue, j.state, j.schema_version, j.priority,
-                    j.partition_key, j.rate_class, j.weight, j.fingerprint, j.scheduled_at_ms,
-                    j.max_attempts, j.retention_ms, j.tags, j.sticky_worker, j.headers, j.attempt,
-                    j.crash_attempt, j.fence, j.lease_id, j.lease_expires_at_ms, j.worker_id,
-                    j.enqueued_at_ms, j.attempted_at_ms, j.finalized_at_ms, j.errors,
-                    j.periodic_schedule_id, j.periodic_tick_ms, j.cancel_requested,
-                    j.was_pending, j.payload
-             FROM claimed j ORDER BY j.priority DESC, j.rowid)
+            (SELECT (headgate_admitted_row(c.j)).*
+             FROM claimed c ORDER BY (c.j).priority DESC, (c.j).rowid)
             UNION ALL
             SELECT (jsonb_populate_record(NULL::headgate_admitted, '{"lost_id": ""}')).*
             FROM decided WHERE NOT decided.plain
@@ -809,13 +818,7 @@ BEGIN
 
         -- The claimed rows in full; one an operator changed meanwhile is not ours.
         RETURN QUERY
-            SELECT NULL::text, j.id, j.kind, j.queue, j.state, j.schema_version, j.priority,
-                   j.partition_key, j.rate_class, j.weight, j.fingerprint, j.scheduled_at_ms,
-                   j.max_attempts, j.retention_ms, j.tags, j.sticky_worker, j.headers, j.attempt,
-                   j.crash_attempt, j.fence, j.lease_id, j.lease_expires_at_ms, j.worker_id,
-                   j.enqueued_at_ms, j.attempted_at_ms, j.finalized_at_ms, j.errors,
-                   j.periodic_schedule_id, j.periodic_tick_ms, j.cancel_requested, j.was_pending,
-                   j.payload
+            SELECT (headgate_admitted_row(j)).*
             FROM unnest(v_claimed) WITH ORDINALITY AS t(claimed_id, ord)
             JOIN jobs j ON j.id = t.claimed_id
             WHERE j.id = ANY(v_claimed) AND j.lease_id = p_lease_id
