@@ -126,8 +126,9 @@ phase() {
     fi
 }
 .venv/bin/ruff check . || failed $?
-# Phase 1, alone: these restart the shared PostgreSQL cluster or count cluster-wide
-# figures (transaction ids), which would break or skew another process's tests.
+# Phase 1, alone: tests that restart the shared PostgreSQL cluster (another process's
+# tests would fail), count cluster-wide figures (transaction ids) or keep tight timing;
+# each says why.
 log "phase 1: tests marked serial, one process"
 phase -m "$(selecting serial)" "${args[@]}"
 # Phase 2: most tests wait on workers, servers and browsers, not on the CPU. A file's
