@@ -626,7 +626,9 @@ def test_an_emergency_stop_writes_the_acks_already_decided(
     waiting for the store) is recorded, not left to expire and run again."""
     if backend != "sqlite":
         pytest.skip("takes SQLite's write lock")
-    with gated_job_on_an_impatient_store(store_url, concurrency=2) as (
+    # A lease that outlives the lock: else the worker's own reclaimer, once the lock is
+    # gone, may take the job back before the abort's ack lands (a loaded box).
+    with gated_job_on_an_impatient_store(store_url, concurrency=2, lease_ms=10_000) as (
             impatient, gate, worker, finished):
         with sqlite_write_lock(store_url):
             gate.open.set()  # it finishes; its ack is refused, and retried ever more slowly
