@@ -47,12 +47,6 @@ class Dialect:
             for queue in sorted(queues):
                 conn.execute(QUEUE_LOCK, (queue,))
 
-    def lock_key(self, conn: Any, key: bytes) -> None:
-        """Serialize producers racing for one unique key (a missing row cannot be locked)."""
-        if self.name == "postgres":
-            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(encode(?, 'hex'), 11))",
-                         (key,))
-
 
 SQLITE = Dialect("sqlite", for_update="", skip_locked="", serial_writes=True)
 POSTGRES = Dialect("postgres", for_update=" FOR UPDATE", skip_locked=" FOR UPDATE SKIP LOCKED",

@@ -29,10 +29,6 @@ INT64_MAX = 2**63 - 1
 MAX_DURATION_MS = 2**62
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
-REPLACE_PAYLOAD = 1
-REPLACE_SCHEDULED_AT = 2
-REPLACE_PRIORITY = 4
-REPLACE_MAX_ATTEMPTS = 8
 # Envelope's headers default: a fresh dict per envelope, as field(default_factory=dict).
 _NO_HEADERS: Any = object()
 

@@ -25,6 +25,14 @@ DEFAULT_RETENTION_MS = 24 * 3_600_000
 # statement that takes a queue lock must use the same one, or two writers of one queue
 # stop excluding each other.
 QUEUE_LOCK_SEED = 7
+# PostgreSQL: the seed of hashtextextended() for a unique key's advisory lock (and an
+# Idempotency-Key's), a different space from the queue locks'.
+KEY_LOCK_SEED = 11
+# Envelope.unique_replace: what a duplicate enqueue overwrites on a holder still waiting.
+REPLACE_PAYLOAD = 1
+REPLACE_SCHEDULED_AT = 2
+REPLACE_PRIORITY = 4
+REPLACE_MAX_ATTEMPTS = 8
 # A wake-up NOTIFY names its queues when they fit in this many characters (PostgreSQL
 # limits a payload to 8000 bytes); longer, it says only "something changed".
 NOTIFY_QUEUES_MAX_CHARS = 7_000
@@ -40,6 +48,11 @@ SQL_CONSTANTS: Mapping[str, int] = MappingProxyType({
     "history_bucket_ms": HISTORY_BUCKET_MS,
     "default_retention_ms": DEFAULT_RETENTION_MS,
     "queue_lock_seed": QUEUE_LOCK_SEED,
+    "key_lock_seed": KEY_LOCK_SEED,
+    "replace_payload": REPLACE_PAYLOAD,
+    "replace_scheduled_at": REPLACE_SCHEDULED_AT,
+    "replace_priority": REPLACE_PRIORITY,
+    "replace_max_attempts": REPLACE_MAX_ATTEMPTS,
     "notify_queues_max_chars": NOTIFY_QUEUES_MAX_CHARS,
     "max_errors_kept": MAX_ERRORS_KEPT,
     "error_text_max_chars": ERROR_TEXT_MAX_CHARS,

@@ -20,6 +20,7 @@ from headgate.adapters.migrations import constants_file, function_files, migrati
 from headgate.core import schema_constants
 from headgate.core.schema_constants import (
     HISTORY_BUCKET_MS,
+    KEY_LOCK_SEED,
     MAX_ERRORS_KEPT,
     QUEUE_LOCK_SEED,
     SQL_CONSTANTS,
@@ -46,6 +47,8 @@ RULES: dict[str, re.Pattern[str]] = {
 }
 RULES["queue_lock_seed"] = re.compile(
     rf"hashtextextended\((?:[^()]|\([^()]*\))*,\s*{QUEUE_LOCK_SEED}\s*\)")
+RULES["key_lock_seed"] = re.compile(
+    rf"hashtextextended\((?:[^()]|\([^()]*\))*,\s*{KEY_LOCK_SEED}\s*\)")
 RULES["max_errors_kept"] = re.compile(rf"\bLIMIT\s+{MAX_ERRORS_KEPT}\b", re.IGNORECASE)
 # A ladder of bounds: `WHEN v <= 250 THEN 250`.
 RULES["latency_bounds"] = re.compile(r"<=\s*(\d+)\s+THEN\s+\1\b", re.IGNORECASE)
@@ -96,6 +99,8 @@ def test_the_rules_recognise_what_the_sql_used_to_retype() -> None:
     assert {"history_bucket_ms", "latency_bounds"} <= retyped(old_trigger)
     assert retyped("SELECT pg_advisory_xact_lock(hashtextextended(%(queue)s::text, 7))") \
         == {"queue_lock_seed"}
+    assert retyped("SELECT pg_advisory_xact_lock(hashtextextended(encode(k, 'hex'), 11))") \
+        == {"key_lock_seed"}
     assert retyped("SELECT coalesce(x, 86400000), y - y % 60000 FROM t") \
         == {"default_retention_ms", "history_bucket_ms"}
     assert retyped("ORDER BY i DESC LIMIT 25") == {"max_errors_kept"}

@@ -58,12 +58,13 @@ def test_an_async_enqueue_in_the_callers_transaction_commits_with_it(
         return
     import psycopg  # only the PostgreSQL branch needs the driver
 
-    async def produce(commit: bool) -> str:
+    async def produce(commit: bool, key: bytes | None = None) -> str:
         conn = await psycopg.AsyncConnection.connect(store_url)
         try:
             async with conn.transaction(force_rollback=not commit):
                 (job_id,) = await store.enqueue_many_async(
-                    [Envelope(kind="k", payload=b"commit" if commit else b"rollback")],
+                    [Envelope(kind="k", payload=b"commit" if commit else b"rollback",
+                              unique_key=key)],
                     conn=conn)
         finally:
             await conn.close()
@@ -73,9 +74,14 @@ def test_an_async_enqueue_in_the_callers_transaction_commits_with_it(
     committed = asyncio.run(produce(True))
     assert store.get_job(rolled_back) is None
     assert store.get_job(committed) is not None
-    with pytest.raises(InvalidInput, match="unique_key"):
-        asyncio.run(store.enqueue_many_async([Envelope(kind="k", unique_key=b"u")],
-                                             conn=object()))
+    # A unique key too: its claim rolls back with the caller's transaction, and a
+    # committed one holds the key against the next enqueue.
+    assert store.get_job(asyncio.run(produce(False, b"u"))) is None
+    holder = asyncio.run(produce(True, b"u"))
+    assert store.get_job(holder) is not None
+    with pytest.raises(Duplicate) as dup:
+        asyncio.run(produce(True, b"u"))
+    assert dup.value.existing_id == holder
 
 
 def test_watch_finished_wakes_on_the_end_of_a_result_job_or_says_poll(

@@ -10,11 +10,13 @@ import pytest
 from support import finish_job, job_count, stored_job
 
 from headgate import (
+    Backpressure,
     Client,
     Duplicate,
     Envelope,
     InvalidInput,
     Outcome,
+    Quarantined,
     State,
     Store,
 )
@@ -218,3 +220,76 @@ def test_debounce_pushes_due_time_and_replaces_payload_and_tags(store: Store,
         time.sleep(0.02)
     (claim,) = store.admit("w", [Q], capacity=1)
     assert claim.job.id == holder and claim.job.payload == b"v2"
+
+
+# -- the order of an enqueue's decisions (both engines decide the same first) ----------
+
+def test_a_batch_refused_for_a_held_key_leaves_its_holder_as_it_was(
+    store: Store, client: Client
+) -> None:
+    holder = client.enqueue("k", b"old", unique_key=b"u", priority=1)
+    with pytest.raises(Duplicate) as info:
+        client.enqueue_many([Envelope(kind="k", payload=b"new", unique_key=b"u",
+                                      unique_replace=1 | 4, priority=9),
+                             Envelope(kind="k", payload=b"other")])
+    assert info.value.existing_id == holder and info.value.replaced is False
+    job = stored_job(store, holder, payload=True)
+    assert (job.payload, job.priority) == (b"old", 1)
+    assert job_count(store) == 1
+
+
+def test_the_first_envelope_of_a_batch_that_is_refused_decides_how(
+    store: Store, client: Client
+) -> None:
+    holder = client.enqueue("k", b"p", unique_key=b"held")
+    with pytest.raises(Duplicate) as info:  # a held key before a repeated one
+        client.enqueue_many([Envelope(kind="k", unique_key=b"held"),
+                             Envelope(kind="k", unique_key=b"twice"),
+                             Envelope(kind="k", unique_key=b"twice")])
+    assert info.value.existing_id == holder
+    with pytest.raises(InvalidInput, match="same unique key twice"):  # and after one
+        client.enqueue_many([Envelope(kind="k", unique_key=b"twice"),
+                             Envelope(kind="k", unique_key=b"twice"),
+                             Envelope(kind="k", unique_key=b"held")])
+    assert job_count(store) == 1
+    # Neither refused batch claimed "twice".
+    client.enqueue("k", b"now", unique_key=b"twice")
+
+
+def test_a_quarantined_fingerprint_is_refused_before_its_key_is_looked_at(
+    store: Store, client: Client, quarantine
+) -> None:
+    quarantine(store, "poison", b"pill")
+    with pytest.raises(Quarantined):
+        client.enqueue("poison", b"pill", unique_key=b"u")
+    # The refused enqueue claimed nothing: the key is free for other content.
+    client.enqueue("poison", b"fine", unique_key=b"u")
+
+
+def test_a_held_key_is_answered_before_backpressure(store: Store, client: Client) -> None:
+    """A duplicate adds no job, so a full queue still answers with its holder."""
+    holder = client.enqueue("k", b"p", unique_key=b"u")
+    store.set_enqueue_limit(Q, 1)
+    with pytest.raises(Duplicate) as info:
+        client.enqueue("k", b"again", unique_key=b"u")
+    assert info.value.existing_id == holder
+    with pytest.raises(Backpressure):
+        client.enqueue("k", b"other", unique_key=b"v")
+    assert job_count(store) == 1
+
+
+def test_a_window_key_of_a_batch_expires_by_the_clock(store: Store, client: Client) -> None:
+    first, _ = client.enqueue_many([Envelope(kind="k", unique_key=b"w", unique_window_ms=1000),
+                                    Envelope(kind="k", payload=b"plain")])
+    finish_job(store, first)
+    with pytest.raises(Duplicate):  # held by its window, though its job finished
+        client.enqueue("k", b"again", unique_key=b"w", unique_window_ms=1000)
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            client.enqueue("k", b"later", unique_key=b"w", unique_window_ms=1000)
+            break
+        except Duplicate:
+            assert time.monotonic() < deadline, "the window never ended"
+            time.sleep(0.03)
+    assert job_count(store) == 3

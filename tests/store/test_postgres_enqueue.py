@@ -220,7 +220,7 @@ def test_an_enqueue_reads_jobs_through_the_primary_key_alone(pg_url: str) -> Non
 def test_a_single_job_skips_the_function_unless_it_needs_a_decision(pg_url: str) -> None:
     """One job on an existing, unlimited queue is one plain statement; a first job on a
     new queue, a replayed id, a quarantined fingerprint and a limited queue go through
-    headgate_enqueue_v2. The function's call counter (track_functions) tells which ran."""
+    headgate_enqueue_v3. The function's call counter (track_functions) tells which ran."""
     database = sql.Identifier(pg_url.rsplit("/", 1)[1])
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(sql.SQL("ALTER DATABASE {} SET track_functions = 'pl'").format(database))
@@ -230,7 +230,7 @@ def test_a_single_job_skips_the_function_unless_it_needs_a_decision(pg_url: str)
         with store.db.read() as conn:  # type: ignore[attr-defined]
             conn.execute("SELECT pg_stat_force_next_flush()")
             row = conn.execute("SELECT calls FROM pg_stat_user_functions "
-                               "WHERE funcname = 'headgate_enqueue_v2'").fetchone()
+                               "WHERE funcname = 'headgate_enqueue_v3'").fetchone()
         return 0 if row is None else int(row[0])
 
     try:

@@ -1,8 +1,7 @@
-"""PostgreSQL: a single enqueue with a unique key reads and claims its key before it
-takes its queue's lock, so producers of one queue wait for each other's insert and
-commit only. What that order must still get right: the key is held before the queue, and
-an id another producer inserts while this one waits for the queue is a replay or a
-conflict, never a driver error."""
+"""PostgreSQL: an enqueue with a unique key (headgate_enqueue_v3) takes its key's lock,
+then its queue's, before it reads anything. What that order must get right: the key is
+held before the queue is waited for, and an id another producer inserts while this one
+waits is read after the wait, so it is a replay or a conflict, never a driver error."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """asyncio producers on PostgreSQL: the same one-statement enqueue as enqueue.py,
 sent over psycopg's AsyncConnection, from an AsyncConnectionPool opened on first use
 or inside a caller's own AsyncConnection transaction.
-
-Batches holding a unique key take the shared SQL (per-key locks, holder replacement),
-which is synchronous: without a caller's connection they run in a thread; inside one
-they are refused, since the shared code cannot join an async transaction.
 """
 
 from __future__ import annotations
@@ -15,16 +11,19 @@ from collections.abc import Sequence
 import psycopg
 import psycopg_pool
 
-from headgate.core import Envelope, InvalidInput
+from headgate.adapters.sql.enqueue import EnqueueResult
+from headgate.core import Envelope
 
 from .enqueue import (
     ENQUEUE_MANY,
     ENQUEUE_ONE,
     ENQUEUE_PLAIN,
-    _columns,
     _plain_params,
     _row,
-    received,
+    check_ids,
+    columns,
+    plain,
+    result,
 )
 from .outage import unavailable
 
@@ -32,21 +31,20 @@ POOL_MAX = 4
 
 
 async def call(raw: psycopg.AsyncConnection, envs: Sequence[Envelope],
-               origin: str | None) -> None:
+               origin: str | None) -> EnqueueResult:
     """enqueue.call over an async connection, in whatever transaction it is in."""
-    ids = [e.id for e in envs]
-    if len(set(ids)) != len(ids):
-        raise InvalidInput("batch contains the same id twice")
+    check_ids(envs)
     if len(envs) == 1:
         env = envs[0]
-        cur = await raw.execute(ENQUEUE_PLAIN, _plain_params(env, origin))
-        first = await cur.fetchone()
-        if first is not None and first[0]:
-            return
+        if plain(env):
+            cur = await raw.execute(ENQUEUE_PLAIN, _plain_params(env, origin))
+            first = await cur.fetchone()
+            if first is not None and first[0]:
+                return EnqueueResult(ids=[env.id], inserted=1, queues={env.queue})  # type: ignore[list-item]
         cur = await raw.execute(ENQUEUE_ONE, [*_row(env), origin])
     else:
-        cur = await raw.execute(ENQUEUE_MANY, [*_columns(envs), origin])
-    received(await cur.fetchone())
+        cur = await raw.execute(ENQUEUE_MANY, [*columns(envs), origin])
+    return result(envs, await cur.fetchone())
 
 
 class AsyncProducer:
@@ -77,19 +75,17 @@ class AsyncProducer:
         return pool
 
     async def enqueue_many(self, envs: Sequence[Envelope], origin: str | None,
-                           conn: psycopg.AsyncConnection | None) -> list[str]:
+                           conn: psycopg.AsyncConnection | None) -> EnqueueResult:
         try:
             if conn is not None:
-                await call(conn, envs, origin)
-            else:
-                pool = await self.pool()
-                async with pool.connection() as own:
-                    await call(own, envs, origin)
+                return await call(conn, envs, origin)
+            pool = await self.pool()
+            async with pool.connection() as own:
+                return await call(own, envs, origin)
         except psycopg.OperationalError as exc:
             raise unavailable(exc) from exc
         except psycopg_pool.PoolTimeout as exc:
             raise unavailable(exc) from exc
-        return [e.id for e in envs]  # type: ignore[misc]
 
     async def aclose(self) -> None:
         """Close the pool, when it belongs to the running loop."""

@@ -3,7 +3,6 @@ enqueue inside a caller's own psycopg transaction."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -11,15 +10,16 @@ from typing import Any
 
 import psycopg
 
+from headgate.adapters.sql.enqueue import EnqueueResult
 from headgate.adapters.sql.store import SqlStore
-from headgate.core import Claim, Envelope, InvalidInput, Outcome
+from headgate.core import Claim, Envelope, Outcome
 from headgate.store.activity import ActivityHub
 
 from . import enqueue
 from .admission import ServerAdmission
 from .announce import FinishedAnnouncer
 from .async_enqueue import AsyncProducer
-from .connection import PgConnection, PgDatabase, unavailable
+from .connection import PgDatabase, unavailable
 from .notify import FinishedListener, Listener, Notifier, new_origin
 
 log = logging.getLogger("headgate.postgres")
@@ -120,40 +120,20 @@ class PostgresStore(ServerAdmission, SqlStore):
         envs = [e if e.fingerprint and e.id else e.validated() for e in envelopes]
         if not envs:
             return []
-        origin = self.origin if self.notify else None
-        if enqueue.has_unique_key(envs):
-            with self.db.transaction() as conn:
-                result = enqueue.shared_enqueue(conn, envs, origin)
-            if result.inserted:
-                self.activity.publish(result.queues)
-            if result.duplicate is not None:
-                raise result.duplicate
-            return result.ids
         with self.db.autocommit() as conn:
-            queues = enqueue.call(conn.raw, envs, origin)
-        if queues:
-            self.activity.publish(queues)
-        return [e.id for e in envs]  # type: ignore[misc]
+            result = enqueue.call(conn.raw, envs, self._origin())
+        return self._answer(result, publish=True)
 
     async def enqueue_many_async(self, envelopes: Sequence[Envelope], *,
                                  conn: Any = None) -> list[str]:
         """enqueue_many over psycopg's AsyncConnection: from this store's async pool
         (opened on first use), or inside ``conn``'s transaction (committed with it, or
-        not at all). Batches with a unique key need the shared, synchronous SQL: they
-        run in a thread, and are refused inside ``conn``."""
+        not at all)."""
         envs = [e.validated() for e in envelopes]
         if not envs:
             return []
-        if enqueue.has_unique_key(envs):
-            if conn is not None:
-                raise InvalidInput("unique_key is not supported in an async transaction "
-                                   "(conn=); enqueue it without conn")
-            return await asyncio.to_thread(self.enqueue_many, envs)
-        origin = self.origin if self.notify else None
-        ids = await self._async_producer.enqueue_many(envs, origin, conn)
-        if conn is None:
-            self.activity.publish({e.queue for e in envs})
-        return ids
+        result = await self._async_producer.enqueue_many(envs, self._origin(), conn)
+        return self._answer(result, publish=conn is None)
 
     def enqueue_many_in(self, conn: psycopg.Connection, envelopes: Sequence[Envelope]) -> list[str]:
         """Enqueue inside the caller's transaction: committed with it or not at all.
@@ -161,14 +141,25 @@ class PostgresStore(ServerAdmission, SqlStore):
         envs = [e.validated() for e in envelopes]
         if not envs:
             return []
-        origin = self.origin if self.notify else None
         try:
-            if enqueue.has_unique_key(envs):
-                result = enqueue.shared_enqueue(PgConnection(conn), envs, origin)
-                if result.duplicate is not None:
-                    raise result.duplicate
-                return result.ids
-            enqueue.call(conn, envs, origin)
+            result = enqueue.call(conn, envs, self._origin())
         except psycopg.OperationalError as exc:
             raise unavailable(exc) from exc
-        return [e.id for e in envs]  # type: ignore[misc]
+        return self._answer(result, publish=False)
+
+    def _enqueue(self, conn: Any, now: int, envs: Sequence[Envelope]) -> EnqueueResult:
+        """The enqueue policy in the current transaction (the periodic tick's): the
+        function, with a transactional NOTIFY."""
+        return enqueue.call(conn.raw, envs, self._origin())
+
+    def _origin(self) -> str | None:
+        return self.origin if self.notify else None
+
+    def _answer(self, result: EnqueueResult, publish: bool) -> list[str]:
+        """The ids, after waking this process's waiters (when the enqueue committed);
+        a single envelope's Duplicate raised once its holder's replacement is."""
+        if publish and result.inserted:
+            self.activity.publish(result.queues)
+        if result.duplicate is not None:
+            raise result.duplicate
+        return result.ids

@@ -1,4 +1,10 @@
-"""Enqueue: identity, quarantine, uniqueness and backpressure, all-or-nothing."""
+"""Enqueue: identity, quarantine, uniqueness and backpressure, all-or-nothing.
+
+SQLite's statement of the enqueue policy, run inside its one write transaction (one
+writer: nothing here takes a lock). PostgreSQL's is the function `headgate_enqueue_v3`
+(headgate/db/postgres/functions/enqueue.sql), which decides the same, check for check and
+in the same order; tests/store runs both against the same behaviour tests.
+"""
 
 from __future__ import annotations
 
@@ -18,13 +24,13 @@ from headgate.core import (
     Quarantined,
     State,
 )
-from headgate.core.envelope import (
+from headgate.core.schema_constants import (
+    DEFAULT_RETENTION_MS,
     REPLACE_MAX_ATTEMPTS,
     REPLACE_PAYLOAD,
     REPLACE_PRIORITY,
     REPLACE_SCHEDULED_AT,
 )
-from headgate.core.schema_constants import DEFAULT_RETENTION_MS
 
 from .conn import Connection
 from .rows import bump_history, headers_text, tags_text
@@ -58,9 +64,7 @@ UPSERT_UNIQUE = """
 INSERT INTO uniques (key, job_id, expires_at_ms) VALUES (?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, expires_at_ms = excluded.expires_at_ms
 """
-# Locked where rows lock (PostgreSQL): an admit must not start the holder between this
-# read and the replace (SQLite's writes are serial already).
-SELECT_HOLDER = "SELECT state FROM jobs WHERE id = ?{for_update}"
+SELECT_HOLDER = "SELECT state FROM jobs WHERE id = ?"
 # A single envelope's four lookups in one read: id taken, fingerprint quarantined, the
 # queue's enqueue limit, the queue row present.
 PROBE_ONE = """
@@ -69,9 +73,7 @@ SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?),
        (SELECT max_unfinished_jobs FROM queues WHERE name = ?),
        EXISTS (SELECT 1 FROM queues WHERE name = ?)
 """
-# One new job; an id inserted since the probe (by a producer holding none of this one's
-# locks) inserts nothing, and the envelope is then decided as a replay.
-INSERT_NEW = INSERT_JOBS.format(rows=ROW_MARKS) + "ON CONFLICT (id) DO NOTHING\n"
+INSERT_ONE = INSERT_JOBS.format(rows=ROW_MARKS)
 
 
 @dataclass(slots=True)
@@ -105,39 +107,16 @@ def _chunks(items: list, size: int = CHUNK):
 
 def enqueue(conn: Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResult:
     """Insert validated envelopes. A Duplicate on a single envelope is returned (so a
-    replace/debounce commits); in a batch it is raised so the batch writes nothing.
-
-    Locks (PostgreSQL; SQLite's one writer needs none) are taken keys first, then
-    queues, the order of every transaction that holds both. A new single envelope takes
-    its queue's lock as late as it can, before the first row admission also writes, so
-    concurrent producers of one queue wait for each other's insert and commit only, not
-    for each other's reads."""
+    replace/debounce commits); in a batch it is raised so the batch writes nothing."""
     if len(envs) == 1:
         return _enqueue_one(conn, now, envs[0])
     return _enqueue_batch(conn, now, envs)
 
 
-class _QueueLock:
-    """One queue's admission lock, taken at the first `take()`."""
-
-    __slots__ = ("conn", "queue", "held")
-
-    def __init__(self, conn: Connection, queue: str) -> None:
-        self.conn, self.queue, self.held = conn, queue, False
-
-    def take(self) -> None:
-        if not self.held:
-            self.conn.dialect.lock_queues(self.conn, [self.queue])  # type: ignore[attr-defined]
-            self.held = True
-
-
 def _enqueue_one(conn: Connection, now: int, env: Envelope) -> EnqueueResult:
-    """`enqueue` for one envelope, its checks in the batch's order. The probe reads
-    before the queue lock: a quarantine or limit committed meanwhile applies from the
-    next enqueue on, and an id inserted meanwhile is found by the insert itself."""
+    """`enqueue` for one envelope, its checks in the batch's order, the four lookups
+    in one read."""
     key = effective_unique_key(env)
-    if key is not None:
-        conn.dialect.lock_key(conn, key)  # type: ignore[attr-defined]
     taken, quarantined, limit, has_queue = conn.execute(
         PROBE_ONE, (env.id, env.fingerprint, env.queue, env.queue)
     ).fetchone()
@@ -146,22 +125,19 @@ def _enqueue_one(conn: Connection, now: int, env: Envelope) -> EnqueueResult:
     if quarantined:
         raise Quarantined(env.fingerprint)  # type: ignore[arg-type]
     result = EnqueueResult(ids=[env.id], inserted=0, queues={env.queue})  # type: ignore[list-item]
-    queue_lock = _QueueLock(conn, env.queue)
     if key is not None:
-        dup = _claim_unique(conn, now, env, key, queue_lock)
+        dup = _claim_unique(conn, now, env, key)
         if dup is not None:
             result.duplicate = dup
             result.ids = [dup.existing_id]
             return result
-    queue_lock.take()
     if limit is not None:
         current = int(conn.execute(SELECT_UNFINISHED, (env.queue,)).fetchone()[0])
         if current + 1 > limit:
             raise Backpressure(env.queue, limit, current, 1)
     if not has_queue:
         conn.execute(ENSURE_QUEUE, (env.queue, now))
-    if conn.execute(INSERT_NEW, _insert_row(env, now)).rowcount == 0:
-        return _enqueue_batch(conn, now, [env])  # the id was taken after the probe
+    conn.execute(INSERT_ONE, _insert_row(env, now))
     bump_history(conn, now, {env.queue: {"arrived": 1}})
     result.inserted = 1
     return result
@@ -171,9 +147,6 @@ def _enqueue_batch(conn: Connection, now: int, envs: Sequence[Envelope]) -> Enqu
     ids = [env.id for env in envs]
     if len(set(ids)) != len(ids):
         raise InvalidInput("batch contains the same id twice")
-    for key in sorted({k for k in map(effective_unique_key, envs) if k is not None}):
-        conn.dialect.lock_key(conn, key)  # type: ignore[attr-defined]
-    conn.dialect.lock_queues(conn, sorted({e.queue for e in envs}))  # type: ignore[attr-defined]
     existing = _existing(conn, ids)
     fresh: list[Envelope] = []
     for env in envs:
@@ -206,13 +179,11 @@ def _enqueue_batch(conn: Connection, now: int, envs: Sequence[Envelope]) -> Enqu
             continue
         if key in seen_keys:  # the first of them is not stored: no existing id to name
             raise InvalidInput("batch contains the same unique key twice")
-        dup = _claim_unique(conn, now, env, key, None)
+        # A batch (this path's only caller with fresh envelopes) is refused whole: its
+        # holder is left as it was.
+        dup = _claim_unique(conn, now, env, key, replace=False)
         if dup is not None:
-            if len(envs) > 1:
-                raise dup
-            result.duplicate = dup
-            result.ids = [dup.existing_id]
-            return result
+            raise dup
         seen_keys.add(key)
 
     _check_backpressure(conn, fresh)
@@ -269,25 +240,22 @@ def _check_backpressure(conn: Connection, fresh: list[Envelope]) -> None:
             raise Backpressure(queue, limit, current, incoming[queue])
 
 
-def _claim_unique(
-    conn: Connection, now: int, env: Envelope, key: bytes, queue_lock: _QueueLock | None
-) -> Duplicate | None:
-    """The caller holds the key's lock; `queue_lock` is taken before the holder's row
-    is (admission locks job rows after their queue), None where the queues are held."""
+def _claim_unique(conn: Connection, now: int, env: Envelope, key: bytes,
+                  replace: bool = True) -> Duplicate | None:
+    """A key is held until its window ends, or, without a window, while its holder is
+    unfinished (and a held key's holder takes `env`'s replacements, if `replace`);
+    else it now names this envelope's job."""
     row = conn.execute(SELECT_UNIQUE, (key,)).fetchone()
     if row is not None:
         holder_id, expires = row
-        if queue_lock is not None:
-            queue_lock.take()
-        holder = conn.execute(SELECT_HOLDER.format(for_update=conn.dialect.for_update),
-                              (holder_id,)).fetchone()
+        holder = conn.execute(SELECT_HOLDER, (holder_id,)).fetchone()
         if expires is not None:
             held = now < expires
         else:
             held = holder is not None and State(holder[0]) not in TERMINAL
         if held:
             replaced = False
-            if holder is not None:
+            if holder is not None and replace:
                 replaced = _replace_holder(conn, now, env, holder_id, State(holder[0]))
             return Duplicate(holder_id, replaced)
     expires_at = now + env.unique_window_ms if env.unique_window_ms > 0 else None

@@ -29,12 +29,27 @@ UPSERT_IN_PROGRESS = (
 )
 
 
-def purge(conn: Any, now: int) -> None:
-    """Drop a bounded number of expired keys; called on every begin, so it keeps up."""
-    conn.execute(
-        "DELETE FROM api_idempotency WHERE scope_key IN (SELECT scope_key FROM "
-        "api_idempotency WHERE expires_at_ms <= ? LIMIT ?)", (now, PURGE_BATCH),
-    )
+# A bounded number of expired keys, dropped by every begin, so it keeps up.
+PURGE = (
+    "DELETE FROM api_idempotency WHERE scope_key IN (SELECT scope_key FROM "
+    "api_idempotency WHERE expires_at_ms <= ? LIMIT ?)"
+)
+# PostgreSQL: the purge and the key's lock (a missing row cannot be locked) in one
+# round trip. What the key's holder committed is read by the next statement, whose
+# snapshot is taken after the lock.
+PURGE_AND_LOCK = (
+    "WITH purged AS (DELETE FROM api_idempotency WHERE scope_key IN (SELECT scope_key "
+    "FROM api_idempotency WHERE expires_at_ms <= ? LIMIT ?) RETURNING 1) "
+    "SELECT pg_advisory_xact_lock(hashtextextended(encode(?, 'hex'), "
+    "headgate_key_lock_seed())), (SELECT count(*) FROM purged)"
+)
+
+
+def purge_and_lock(conn: Any, now: int, scope_key: str) -> None:
+    if conn.dialect.name == "postgres":
+        conn.execute(PURGE_AND_LOCK, (now, PURGE_BATCH, scope_key.encode()))
+    else:  # one writer: nothing to lock
+        conn.execute(PURGE, (now, PURGE_BATCH))
 
 
 UPSERT_DONE = (
@@ -60,8 +75,7 @@ def begin(conn: Any, now: int, scope_key: str, request_hash: str, ttl_ms: int,
 def peek(conn: Any, now: int, scope_key: str, stale_ms: int = STALE_MS) -> dict[str, Any] | None:
     """`begin` without the claim, for a caller that stores its answer in this same
     transaction (`store_done`): the key's lock is held until the commit."""
-    conn.dialect.lock_key(conn, scope_key.encode())
-    purge(conn, now)
+    purge_and_lock(conn, now, scope_key)
     row = conn.execute(
         SELECT_KEY.format(for_update=conn.dialect.for_update), (scope_key,)
     ).fetchone()

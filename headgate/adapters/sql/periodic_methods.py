@@ -3,7 +3,8 @@ maintenance duties of SPEC §6 that the core adapter does not already have.
 
 A mixin so this surface lives beside, not inside, the core adapter. It needs from the
 class it is mixed into: `db` (`write()` yielding `(conn, store_now)`, `read()` yielding
-`conn`), `now_ms()` and `_publish(queues)`.
+`conn`), `now_ms()`, `_publish(queues)` and `_enqueue(conn, now, envs)` (the engine's
+enqueue policy in the current transaction).
 
 Firing schedules is a service (`headgate/scheduling.py`: when to fire, `on_missed`,
 the producer client's middleware); this mixin gives it the one-transaction steps it is
@@ -40,6 +41,9 @@ class PeriodicMethods:
         def now_ms(self) -> int: ...
 
         def _publish(self, queues: set[str] | str | None) -> None: ...
+
+        def _enqueue(self, conn: Any, now: int,
+                     envs: Sequence[Envelope]) -> enqueue.EnqueueResult: ...
 
     # -- schedules ---------------------------------------------------------------------
     def upsert_schedule(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
@@ -87,7 +91,7 @@ class PeriodicMethods:
                 marks = ", ".join("?" * len(ids))
                 before = {r[0] for r in conn.execute(
                     f"SELECT id FROM jobs WHERE id IN ({marks})", ids)}
-                result = enqueue.enqueue(conn, now, envs)
+                result = self._enqueue(conn, now, envs)
                 if step is not None and not periodic.advance(
                     conn, now, {"id": step.schedule_id, "spec": step.spec,
                                 "next_run_ms": step.expected},

@@ -67,12 +67,18 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
         if not envs:
             return []
         with self.db.write() as (conn, now):
-            result = enqueue.enqueue(conn, now, envs)
+            result = self._enqueue(conn, now, envs)
         if result.inserted:
             self._publish(result.queues)
         if result.duplicate is not None:
             raise result.duplicate
         return result.ids
+
+    def _enqueue(self, conn: Any, now: int,
+                 envs: Sequence[Envelope]) -> enqueue.EnqueueResult:
+        """The enqueue policy in the current write transaction: SQLite's statement of
+        it (PostgreSQL's store runs its function instead)."""
+        return enqueue.enqueue(conn, now, envs)
 
     # -- admission and leases ----------------------------------------------------------
     def admit(self, worker_id: str, queues: Sequence[str], capacity: int,

@@ -6,7 +6,6 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from headgate.adapters.sql import enqueue
 from headgate.adapters.sql.store import SqlStore
 from headgate.core import Envelope, InvalidInput, StoreUnavailable
 from headgate.store.activity import ActivityHub
@@ -43,7 +42,7 @@ class SqliteStore(SqlStore):
         envs = [e if e.fingerprint and e.id else e.validated() for e in envelopes]
         if not envs:
             return []
-        result = enqueue.enqueue(conn, self.now_ms(), envs)
+        result = self._enqueue(conn, self.now_ms(), envs)
         if result.duplicate is not None:
             raise result.duplicate
         return result.ids
