@@ -208,6 +208,7 @@ def enqueue() -> flask.Response:
         return _enqueue_claimed_first()
     try:
         env, idem_backed = _enqueue_envelope()
+        env = env.validated()
     except (ApiError, HeadgateError) as exc:
         answer = idempotency.unclaimed_error(exc)
         if answer is exc:
@@ -215,20 +216,25 @@ def enqueue() -> flask.Response:
         if isinstance(answer, BaseException):
             raise answer from None
         return answer
+    # All but the writes happens before the write transaction, whose holder is the one
+    # writer (SQLite) or holds the queue's lock (PostgreSQL): threads waiting for it
+    # contend with this one for the GIL at each statement.
     wanted = idempotency.request_hash()
+    scope = idempotency.scope_key(idempotency_key())
+    resp = json_response({"id": env.id}, 201)
+    parts = idempotency.stored_parts(resp)
+    client, context = producer(), enqueue_context()
     duplicate: Duplicate | None = None
-    with store().idempotent_write(idempotency.scope_key(idempotency_key()), wanted) as tx:
+    with store().idempotent_write(scope, wanted) as tx:
         if tx.record is not None:
             return idempotency.answer_existing(tx.record, wanted)
         # Stored before the enqueue: PostgreSQL holds the queue's lock from the enqueue
         # to the commit, so nothing else runs in between.
-        resp = json_response({"id": env.id}, 201)
-        tx.respond(*idempotency.stored_parts(resp))
+        tx.respond(*parts)
         tx.queues.add(env.queue)
         try:
             with producer_call():
-                ids = producer().enqueue_many([env], context=enqueue_context(),
-                                              conn=tx.conn)
+                ids = client.enqueue_many([env], context=context, conn=tx.conn)
             if ids[0] != env.id:  # a middleware's own envelope
                 resp = json_response({"id": ids[0]}, 201)
                 tx.respond(*idempotency.stored_parts(resp))

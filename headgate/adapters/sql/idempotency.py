@@ -8,6 +8,7 @@ works after a restart and from any serve process on the same database.
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -15,6 +16,11 @@ DAY_MS = 24 * 3_600_000
 # An in-progress row older than this belongs to a request that died mid-way.
 STALE_MS = 60_000
 PURGE_BATCH = 100
+# One begin in this many (per process) also purges: PURGE_BATCH / PURGE_EVERY expired keys
+# a request (6) keep up with the one key a request adds, and the others save a statement
+# inside the write transaction, where every statement is a wait for the GIL.
+PURGE_EVERY = 16
+_begins = itertools.count()
 
 SELECT_KEY = (
     "SELECT request_hash, state, status, headers, body, created_at_ms, expires_at_ms "
@@ -29,7 +35,8 @@ UPSERT_IN_PROGRESS = (
 )
 
 
-# A bounded number of expired keys, dropped by every begin, so it keeps up.
+# A bounded number of expired keys (an expired key is never answered: `peek` reads the
+# expiry).
 PURGE = (
     "DELETE FROM api_idempotency WHERE scope_key IN (SELECT scope_key FROM "
     "api_idempotency WHERE expires_at_ms <= ? LIMIT ?)"
@@ -45,10 +52,20 @@ PURGE_AND_LOCK = (
 )
 
 
+KEY_LOCK = ("SELECT pg_advisory_xact_lock(hashtextextended(encode(?, 'hex'), "
+            "headgate_key_lock_seed()))")
+
+
 def purge_and_lock(conn: Any, now: int, scope_key: str) -> None:
+    """The key's lock (PostgreSQL; SQLite's one writer needs none), and on one call in
+    PURGE_EVERY the purge."""
+    purge = next(_begins) % PURGE_EVERY == 0
     if conn.dialect.name == "postgres":
-        conn.execute(PURGE_AND_LOCK, (now, PURGE_BATCH, scope_key.encode()))
-    else:  # one writer: nothing to lock
+        if purge:
+            conn.execute(PURGE_AND_LOCK, (now, PURGE_BATCH, scope_key.encode()))
+        else:
+            conn.execute(KEY_LOCK, (scope_key.encode(),))
+    elif purge:
         conn.execute(PURGE, (now, PURGE_BATCH))
 
 
