@@ -55,10 +55,12 @@ class Listener:
             try:
                 with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    # Anything may have happened while we were not listening: said
+                    # before `connected`, so a caller that waited for it hears every
+                    # commit after as news of its own.
+                    self.hub.publish(())
                     self.connected.set()
                     backoff = 0.1
-                    # Anything may have happened while we were not listening.
-                    self.hub.publish(())
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.1, stop_after=256):
                             origin, queues = decode(note.payload)
