@@ -65,13 +65,16 @@ INSERT INTO uniques (key, job_id, expires_at_ms) VALUES (?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, expires_at_ms = excluded.expires_at_ms
 """
 SELECT_HOLDER = "SELECT state FROM jobs WHERE id = ?"
-# A single envelope's four lookups in one read: id taken, fingerprint quarantined, the
-# queue's enqueue limit, the queue row present.
+# A single envelope's lookups in one read: id taken, fingerprint quarantined, the
+# queue's enqueue limit, the queue row present, and its unique key's row (NULL, NULL
+# without one).
 PROBE_ONE = """
 SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?),
        EXISTS (SELECT 1 FROM quarantine WHERE fingerprint = ?),
        (SELECT max_unfinished_jobs FROM queues WHERE name = ?),
-       EXISTS (SELECT 1 FROM queues WHERE name = ?)
+       EXISTS (SELECT 1 FROM queues WHERE name = ?),
+       u.job_id, u.expires_at_ms
+FROM (SELECT 1) LEFT JOIN uniques u ON u.key = ?
 """
 INSERT_ONE = INSERT_JOBS.format(rows=ROW_MARKS)
 
@@ -114,11 +117,12 @@ def enqueue(conn: Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResu
 
 
 def _enqueue_one(conn: Connection, now: int, env: Envelope) -> EnqueueResult:
-    """`enqueue` for one envelope, its checks in the batch's order, the four lookups
-    in one read."""
+    """`enqueue` for one envelope, its checks in the batch's order, its lookups in
+    one read (each statement inside SQLite's write lock is a wait for the GIL when
+    other threads are running)."""
     key = effective_unique_key(env)
-    taken, quarantined, limit, has_queue = conn.execute(
-        PROBE_ONE, (env.id, env.fingerprint, env.queue, env.queue)
+    taken, quarantined, limit, has_queue, holder_id, expires = conn.execute(
+        PROBE_ONE, (env.id, env.fingerprint, env.queue, env.queue, key)
     ).fetchone()
     if taken:  # its identity decides: a replay or IdConflict
         return _enqueue_batch(conn, now, [env])
@@ -126,7 +130,8 @@ def _enqueue_one(conn: Connection, now: int, env: Envelope) -> EnqueueResult:
         raise Quarantined(env.fingerprint)  # type: ignore[arg-type]
     result = EnqueueResult(ids=[env.id], inserted=0, queues={env.queue})  # type: ignore[list-item]
     if key is not None:
-        dup = _claim_unique(conn, now, env, key)
+        held_by = None if holder_id is None else (holder_id, expires)
+        dup = _claim_unique(conn, now, env, key, held_by=held_by)
         if dup is not None:
             result.duplicate = dup
             result.ids = [dup.existing_id]
@@ -240,12 +245,16 @@ def _check_backpressure(conn: Connection, fresh: list[Envelope]) -> None:
             raise Backpressure(queue, limit, current, incoming[queue])
 
 
+_UNREAD = object()
+
+
 def _claim_unique(conn: Connection, now: int, env: Envelope, key: bytes,
-                  replace: bool = True) -> Duplicate | None:
+                  replace: bool = True, held_by: object = _UNREAD) -> Duplicate | None:
     """A key is held until its window ends, or, without a window, while its holder is
     unfinished (and a held key's holder takes `env`'s replacements, if `replace`);
-    else it now names this envelope's job."""
-    row = conn.execute(SELECT_UNIQUE, (key,)).fetchone()
+    else it now names this envelope's job. `held_by`: the key's row (job_id,
+    expires_at_ms) or None, when the caller read it already."""
+    row = conn.execute(SELECT_UNIQUE, (key,)).fetchone() if held_by is _UNREAD else held_by
     if row is not None:
         holder_id, expires = row
         holder = conn.execute(SELECT_HOLDER, (holder_id,)).fetchone()
