@@ -1039,6 +1039,8 @@ SQL_INTERPOLATIONS: dict[str, str] = {
     "','.join('?' * len(names))": "placeholders only (lifecycle.promote_due's queue list)",
     "JOB_BYTES": "a constant SQL expression (queue_admin.py)",
     "QUEUE_LOCK_SEED": "an int constant of core/schema_constants.py (dialect.QUEUE_LOCK)",
+    "PURGE": "a constant statement of idempotency.py, no input (PURGE_AND_LOCK)",
+    "KEY_LOCK": "a constant statement of idempotency.py, no input (PURGE_AND_LOCK)",
     "name": "a key of core/schema_constants.SQL_CONSTANTS, a literal identifier "
             "(migrations.constants_file)",
     "int(value)": "an int of SQL_CONSTANTS, formatted by int() (migrations.constants_file)",

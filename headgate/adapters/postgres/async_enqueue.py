@@ -22,6 +22,7 @@ from .enqueue import (
     _row,
     check_ids,
     columns,
+    inserted_plainly,
     plain,
     result,
 )
@@ -40,7 +41,7 @@ async def call(raw: psycopg.AsyncConnection, envs: Sequence[Envelope],
             cur = await raw.execute(ENQUEUE_PLAIN, _plain_params(env, origin))
             first = await cur.fetchone()
             if first is not None and first[0]:
-                return EnqueueResult(ids=[env.id], inserted=1, queues={env.queue})  # type: ignore[list-item]
+                return inserted_plainly(env)
         cur = await raw.execute(ENQUEUE_ONE, [*_row(env), origin])
     else:
         cur = await raw.execute(ENQUEUE_MANY, [*columns(envs), origin])

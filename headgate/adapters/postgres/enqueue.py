@@ -147,6 +147,11 @@ def plain(env: Envelope) -> bool:
     return env.unique_key is None
 
 
+def inserted_plainly(env: Envelope) -> EnqueueResult:
+    """What the early exit's one inserted row means."""
+    return EnqueueResult(ids=[env.id], inserted=1, queues={env.queue})  # type: ignore[list-item]
+
+
 def call(raw: psycopg.Connection, envs: Sequence[Envelope],
          origin: str | None) -> EnqueueResult:
     """Run the function on `raw` (in whatever transaction it is in); raise what
@@ -155,7 +160,7 @@ def call(raw: psycopg.Connection, envs: Sequence[Envelope],
     if len(envs) == 1:
         env = envs[0]
         if plain(env) and raw.execute(ENQUEUE_PLAIN, _plain_params(env, origin)).fetchone()[0]:
-            return EnqueueResult(ids=[env.id], inserted=1, queues={env.queue})  # type: ignore[list-item]
+            return inserted_plainly(env)
         row = raw.execute(ENQUEUE_ONE, [*_row(env), origin]).fetchone()
     else:
         row = raw.execute(ENQUEUE_MANY, [*columns(envs), origin]).fetchone()

@@ -41,19 +41,14 @@ PURGE = (
     "DELETE FROM api_idempotency WHERE scope_key IN (SELECT scope_key FROM "
     "api_idempotency WHERE expires_at_ms <= ? LIMIT ?)"
 )
-# PostgreSQL: the purge and the key's lock (a missing row cannot be locked) in one
-# round trip. What the key's holder committed is read by the next statement, whose
-# snapshot is taken after the lock.
-PURGE_AND_LOCK = (
-    "WITH purged AS (DELETE FROM api_idempotency WHERE scope_key IN (SELECT scope_key "
-    "FROM api_idempotency WHERE expires_at_ms <= ? LIMIT ?) RETURNING 1) "
-    "SELECT pg_advisory_xact_lock(hashtextextended(encode(?, 'hex'), "
-    "headgate_key_lock_seed())), (SELECT count(*) FROM purged)"
-)
-
-
+# PostgreSQL: the key's lock (a missing row cannot be locked); with the purge, one round
+# trip. What the key's holder committed is read by the next statement, whose snapshot is
+# taken after the lock.
 KEY_LOCK = ("SELECT pg_advisory_xact_lock(hashtextextended(encode(?, 'hex'), "
             "headgate_key_lock_seed()))")
+PURGE_AND_LOCK = (
+    f"WITH purged AS ({PURGE} RETURNING 1) {KEY_LOCK}, (SELECT count(*) FROM purged)"
+)
 
 
 def purge_and_lock(conn: Any, now: int, scope_key: str) -> None:

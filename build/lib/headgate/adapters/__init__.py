@@ -1,0 +1,1 @@
+"""Store adapters: one per database, each behind headgate.store.Store."""

@@ -1,0 +1,195 @@
+"""PostgreSQL's admission gate: one call of the server-side function headgate_admit_v3()
+(headgate/db/postgres/functions/admit.sql), with a worker's plain successful acks in the
+same statement.
+
+Why a function: evaluated from Python, an admit is ~10 statements and an ack+admit
+~15–20, each a network round trip while the queues' admission locks are held; py-spy
+put about half of a draining worker's time in psycopg waiting. The function is the same
+decision as headgate/adapters/sql/admission.py (which SQLite keeps): PostgreSQL's
+admission lives in the SQL file, SQLite's in that module, and a change to the policy
+must be made in both (a differential test holds the function, its early exit for a pure
+admit included, to the shared decision). explain_admission stays the shared Python.
+
+Acks the function applies itself are plain successes (no error, no logs, no delay),
+written by the same UPDATE as the claims; any other outcome in a batch sends the whole
+batch through the shared lifecycle first, in the same transaction, and the function then
+only admits. Every call is one statement in autocommit: no BEGIN or COMMIT round trip.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from headgate.adapters.sql.admission import (
+    MAX_SCAN_PER_PARTITION,
+    PROMOTE_PER_ADMIT,
+    SCAN_BATCH_EXTRA,
+    validate_admit_args,
+)
+from headgate.adapters.sql.lifecycle import plain_success
+from headgate.adapters.sql.rows import row_to_job
+from headgate.core import AckRequest, Claim
+from headgate.core.envelope import MAX_PAYLOAD
+from headgate.core.ids import new_lease_id
+
+from .announce import FinishedAnnouncer
+from .connection import PgConnection, PgDatabase
+
+PLAIN_RETRY_S = 1.0
+MAX_POLICY_BOUND = 1024
+ADMIT = f"""
+SELECT * FROM headgate_admit_v3(?, ?::text[], ?::bigint, ?::bigint, ?::bigint, ?, ?::bigint,
+    ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bytea[], ?::integer[], ?::boolean,
+    {MAX_SCAN_PER_PARTITION}, {SCAN_BATCH_EXTRA}, {PROMOTE_PER_ADMIT})
+"""
+# Before acks that the shared lifecycle applies ahead of the function: claims after acks
+# would take a queue's 'available' counter row while holding its partition rows, and an
+# enqueue takes them the other way round (taken first: one order, no deadlock).
+LOCK_COUNTERS = """
+SELECT 1 FROM queue_counts WHERE queue = ANY(?::text[]) AND state = 'available'
+ORDER BY queue, state FOR UPDATE
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class PlainAcks:
+    """Plain successes as the function's parallel arrays."""
+
+    queues: list[str]
+    ids: list[str]
+    leases: list[str]
+    fences: list[int]
+    results: list[bytes | None]
+    versions: list[int]
+
+    def params(self) -> tuple:
+        return (self.queues, self.ids, self.leases, self.fences, self.results, self.versions)
+
+
+NO_ACKS = PlainAcks([], [], [], [], [], [])
+
+
+def plain_acks(acks: Sequence[AckRequest]) -> PlainAcks | None:
+    """The batch as the function's arrays, or None when any ack needs the shared
+    lifecycle: another outcome, an error or log lines to record, a delay or result to
+    validate, or a job acked twice."""
+    seen: set[str] = set()
+    for a in acks:
+        version = a.result_schema_version
+        if (not plain_success(a) or a.claim.job.id in seen
+                or isinstance(version, bool) or not isinstance(version, int)
+                or (a.result is not None and (not isinstance(a.result, bytes | bytearray)
+                                              or len(a.result) > MAX_PAYLOAD))):
+            return None
+        seen.add(a.claim.job.id)
+    return PlainAcks(
+        queues=[a.claim.job.queue for a in acks],
+        ids=[a.claim.job.id for a in acks],
+        leases=[a.claim.lease_id for a in acks],
+        fences=[a.claim.fence for a in acks],
+        results=[None if a.result is None else bytes(a.result) for a in acks],
+        versions=[a.result_schema_version for a in acks],
+    )
+
+
+def admit(
+    conn: PgConnection, worker_id: str, queues: Sequence[str], capacity: int, lease_ms: int,
+    quantum: int | None, acks: PlainAcks = NO_ACKS, now: int | None = None,
+    try_plain: bool = False,
+) -> tuple[list[str], list[Claim]]:
+    """Apply `acks` and admit, in one statement; returns (lost job ids, claims).
+    `now`: the store time of acks the caller already applied in this transaction.
+    `try_plain`: try the function's early exit for a pure admit first; a lost id ''
+    in the result says a policy had its say."""
+    lease_id = new_lease_id()
+    rows = conn.execute(ADMIT, (
+        worker_id, list(queues), capacity, lease_ms, quantum, lease_id, now, *acks.params(),
+        try_plain,
+    )).fetchall()
+    return [r[0] for r in rows if r[0] is not None], _claims(rows, lease_id)
+
+
+def _claims(rows: list[tuple], lease_id: str) -> list[Claim]:
+    claims = []
+    for r in rows:
+        if r[0] is None:
+            job = row_to_job(r[1:])
+            claims.append(Claim(job, lease_id, job.fence, job.lease_expires_at_ms))  # type: ignore[arg-type]
+    return claims
+
+
+def ack_many(conn: PgConnection, acks: PlainAcks) -> list[str]:
+    """Apply plain successes in one statement (the function with no queue to admit
+    from); returns the lost job ids."""
+    return admit(conn, "", [], 0, 1, None, acks)[0]
+
+
+class ServerAdmission:
+    """PostgresStore's admit, ack_many and ack_and_admit: one statement each when the
+    acks are plain successes (a draining worker's steady state)."""
+
+    db: PgDatabase
+    # Queues where a policy had a say in the last early-exit attempt, and until when
+    # their admits skip it: checking first costs a policy-bound admit ~0.1-0.2 ms, so
+    # the early exit is tried again after `plain_retry_s`.
+    _policy_bound: dict[str, float]
+    plain_retry_s: float = PLAIN_RETRY_S
+    _finished_announcer: FinishedAnnouncer
+
+    def admit(self, worker_id: str, queues: Sequence[str], capacity: int,
+              lease_ms: int = 30_000, quantum: int | None = None) -> list[Claim]:
+        validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
+        names = list(dict.fromkeys(queues))
+        bound = self._policy_bound
+        now = time.monotonic()
+        try_plain = (len(names) == 1 and quantum is None and capacity > 0
+                     and bound.get(names[0], 0.0) <= now)
+        with self.db.autocommit() as conn:
+            declined, claims = admit(conn, worker_id, names, capacity, lease_ms, quantum,
+                                     try_plain=try_plain)
+        if declined:
+            if len(bound) >= MAX_POLICY_BOUND:
+                bound.clear()
+            bound[names[0]] = now + self.plain_retry_s
+        return claims
+
+    def ack_many(self, acks: Sequence[AckRequest]) -> list[str]:
+        plain = plain_acks(acks) if acks else None
+        if plain is None:
+            lost = super().ack_many(acks)  # type: ignore[misc]
+        else:
+            with self.db.autocommit() as conn:
+                lost = ack_many(conn, plain)
+        self._acked(acks)
+        return lost
+
+    def ack_and_admit(
+        self, acks: Sequence[AckRequest], worker_id: str, queues: Sequence[str],
+        capacity: int, lease_ms: int = 30_000, quantum: int | None = None,
+    ) -> tuple[list[str], list[Claim]]:
+        validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
+        plain = plain_acks(acks)
+        if plain is not None:
+            with self.db.autocommit() as conn:
+                result = admit(conn, worker_id, queues, capacity, lease_ms, quantum, plain)
+            self._acked(acks)
+            return result
+        store: Any = self
+        with self.db.write() as (conn, now):
+            # The function's lock order: queues, then the counters claims will take.
+            conn.dialect.lock_queues(conn, sorted({a.claim.job.queue for a in acks} | set(queues)))
+            conn.execute(LOCK_COUNTERS, (list(dict.fromkeys(queues)),))
+            lost, wake = store._apply_acks(conn, now, acks)
+            claims = admit(conn, worker_id, queues, capacity, lease_ms, quantum, now=now)[1]
+        store._publish(wake)
+        self._acked(acks)
+        return lost, claims
+
+    def _acked(self, acks: Sequence[AckRequest]) -> None:
+        """Committed acks are finished (or rescheduled) jobs: live views hear of their
+        queues, coalesced (announce.py), never one NOTIFY per job or per commit."""
+        if acks:
+            self._finished_announcer.finished({a.claim.job.queue for a in acks})

@@ -1,0 +1,242 @@
+"""PostgreSQL connections: a bounded psycopg pool, the database clock, migrations.
+
+`PgConnection` gives the shared SQL modules the same call shape as sqlite3 (`execute`
+returning a cursor, `executemany`, `?` placeholders), so the lifecycle and inspection
+are one implementation evaluated on two engines. Admission is not: on PostgreSQL it is
+the server-side function of headgate/db/postgres/functions/admit.sql (see admission.py
+beside this module), one round trip per call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+import psycopg
+import psycopg_pool
+from psycopg.pq import TransactionStatus
+
+from headgate.adapters.dialect import POSTGRES
+from headgate.adapters.migrations import function_files, has_statements, migrations
+from headgate.adapters.migrations import known_versions as migration_versions
+from headgate.core import InvalidInput
+
+from .outage import Reachability, connection_lost, first_line, unavailable
+
+log = logging.getLogger("headgate.postgres")
+
+CLOCK = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
+MIGRATION_LOCK = 0x6865616467617465  # "headgate"
+CREATE_FUNCTION_LEDGER = (
+    "CREATE TABLE IF NOT EXISTS schema_functions (name TEXT PRIMARY KEY, "
+    "sha256 TEXT NOT NULL, applied_at_ms BIGINT NOT NULL)"
+)
+RECORD_FUNCTION_FILE = (
+    "INSERT INTO schema_functions (name, sha256, applied_at_ms) "
+    f"VALUES (%s, %s, ({CLOCK})) ON CONFLICT (name) DO UPDATE "
+    "SET sha256 = excluded.sha256, applied_at_ms = excluded.applied_at_ms"
+)
+
+
+class _MostRecentFirst(deque):
+    """The pool's idle connections as a stack: psycopg_pool queues them (`append` on
+    return, `popleft` on checkout), so a single caller cycles through every idle
+    connection and each statement lands on the backend that has idled longest, whose
+    caches have gone cold (~150 µs more per enqueue with two connections on this
+    machine). Returning to the front hands the warmest backend out first. (The pool's
+    idle shrinking also takes from the front, so it closes a warm connection rather
+    than a cold one: at most one per `max_idle`, and harmless.)"""
+
+    def append(self, conn: Any) -> None:
+        self.appendleft(conn)
+
+
+@lru_cache(maxsize=2048)
+def translate(sql: str) -> str:
+    """sqlite3's `?` placeholders to psycopg's `%s` (and literal % escaped)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class PgConnection:
+    dialect = POSTGRES
+
+    def __init__(self, raw: psycopg.Connection) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor:
+        cur = self.raw.cursor()
+        cur.execute(translate(sql), tuple(params))
+        return cur
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> psycopg.Cursor:
+        cur = self.raw.cursor()
+        cur.executemany(translate(sql), rows)
+        return cur
+
+
+RETRYABLE = (
+    psycopg.OperationalError,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.LockNotAvailable,
+    psycopg.errors.QueryCanceled,
+    psycopg.errors.IntegrityError,
+    psycopg_pool.PoolTimeout,
+)
+
+
+class PgDatabase:
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 8,
+        statement_timeout_ms: int = 30_000, pool_timeout_s: float = 10.0,
+    ) -> None:
+        self.url = url
+        self.reachability = Reachability(url)
+        options = f"-c statement_timeout={int(statement_timeout_ms)} -c lock_timeout=10000"
+        self.pool = psycopg_pool.ConnectionPool(
+            url, min_size=min_size, max_size=max_size, open=False, timeout=pool_timeout_s,
+            kwargs={"autocommit": False, "options": options, "connect_timeout": 5},
+            reconnect_timeout=0, name="headgate",
+        )
+        # psycopg_pool (pinned) keeps its idle connections in `_pool`; see _MostRecentFirst.
+        self.pool._pool = _MostRecentFirst(self.pool._pool)
+        try:
+            self.pool.open(wait=False)
+        except psycopg.Error as exc:  # pragma: no cover - open(wait=False) rarely raises
+            raise unavailable(exc) from exc
+
+    @contextmanager
+    def _raw(self) -> Iterator[psycopg.Connection]:
+        # No per-checkout ping (a round trip on every call): a failure instead makes
+        # the pool test its idle connections, so after a server restart only the
+        # call that found out fails; while the server stays down, calls fail at once
+        # (see outage.py) instead of each waiting out the pool's timeout.
+        self.reachability.before_call()
+        try:
+            with self.pool.connection() as raw:
+                yield raw
+        except psycopg.DataError as exc:
+            # A value the database cannot hold or compare (NUL in text, a number out of
+            # range): the caller's input, not an outage — and never a bare driver error.
+            raise InvalidInput(f"invalid value: {first_line(exc)}") from exc
+        except RETRYABLE as exc:
+            if connection_lost(exc):
+                try:
+                    self.pool.check()
+                except psycopg.Error:
+                    pass
+                self.reachability.call_failed()
+            raise unavailable(exc) from exc
+
+    @contextmanager
+    def write(self) -> Iterator[tuple[PgConnection, int]]:
+        """One transaction on a pooled connection, with the database's clock."""
+        with self._raw() as raw:
+            conn = PgConnection(raw)
+            now = conn.execute(CLOCK).fetchone()[0]
+            yield conn, int(now)
+
+    @contextmanager
+    def transaction(self) -> Iterator[PgConnection]:
+        """One transaction without the clock round trip, for calls that take the time
+        on the server themselves (one round trip in all)."""
+        with self._raw() as raw:
+            yield PgConnection(raw)
+
+
+    @contextmanager
+    def autocommit(self) -> Iterator[PgConnection]:
+        """One statement that is its own transaction: no BEGIN and no COMMIT round trip,
+        so a server-side function call costs one round trip in all. The pool's
+        connections are transactional: the setting goes back before the connection
+        is returned, or the connection is closed so the pool replaces it."""
+        with self._raw() as raw:
+            raw.autocommit = True
+            try:
+                yield PgConnection(raw)
+            finally:
+                if not raw.closed and raw.info.transaction_status == TransactionStatus.IDLE:
+                    raw.autocommit = False
+                else:
+                    raw.close()
+
+    @contextmanager
+    def read(self) -> Iterator[PgConnection]:
+        """Reads in autocommit. Under READ COMMITTED each statement takes its own
+        snapshot even inside a transaction, so BEGIN and COMMIT would only add two
+        round trips to every inspection call."""
+        with self.autocommit() as conn:
+            yield conn
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        with self.read() as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def now_ms(self) -> int:
+        return int(self.query(CLOCK)[0][0])
+
+    def migrate(self) -> int:
+        """Apply the numbered migrations this database has not recorded, then each
+        function file whose text it has not applied (headgate/db/README.md), in one
+        transaction under an advisory lock so processes starting together do not race."""
+        with self._raw() as raw:
+            raw.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            raw.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+                "name TEXT NOT NULL, applied_at_ms BIGINT NOT NULL)"
+            )
+            done = {r[0] for r in raw.execute("SELECT version FROM schema_migrations")}
+            for migration in migrations("postgres"):
+                version = migration.version
+                if version in done:
+                    continue
+                if has_statements(migration.sql):
+                    raw.execute(migration.sql.encode())
+                raw.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at_ms) "
+                    f"VALUES (%s, %s, ({CLOCK}))", (version, migration.name),
+                )
+            raw.execute(CREATE_FUNCTION_LEDGER)
+            applied = dict(raw.execute("SELECT name, sha256 FROM schema_functions").fetchall())
+            for file in function_files("postgres"):
+                if applied.get(file.name) == file.digest:
+                    continue
+                raw.execute(file.sql.encode())
+                raw.execute(RECORD_FUNCTION_FILE, (file.name, file.digest))
+        return self.version()
+
+    def stale_functions(self) -> list[str]:
+        """Function files whose current text this database has not applied: code
+        calling them would fail or run an older decision, so a store opened without
+        migrating refuses (as it does a schema behind the code)."""
+        with self.read() as conn:
+            if conn.execute("SELECT to_regclass('schema_functions')").fetchone()[0] is None:
+                applied: dict[str, str] = {}
+            else:
+                applied = dict(
+                    conn.execute("SELECT name, sha256 FROM schema_functions").fetchall()
+                )
+        return [f.name for f in function_files("postgres") if applied.get(f.name) != f.digest]
+
+    def version(self) -> int:
+        return max(self.applied_versions(), default=0)
+
+    def applied_versions(self) -> set[int]:
+        """The migrations recorded in this database; empty when the runner never touched
+        it (so opening without migrating can say what is missing)."""
+        with self.read() as conn:
+            if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
+                return set()
+            return {int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def known_versions() -> set[int]:
+    """The migration numbers this code ships."""
+    return migration_versions("postgres")

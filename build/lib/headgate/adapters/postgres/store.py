@@ -1,0 +1,165 @@
+"""PostgresStore: the shared SQL on PostgreSQL, with LISTEN/NOTIFY and transactional
+enqueue inside a caller's own psycopg transaction."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+
+from headgate.adapters.sql.enqueue import EnqueueResult
+from headgate.adapters.sql.store import SqlStore
+from headgate.core import Claim, Envelope, Outcome
+from headgate.store.activity import ActivityHub
+
+from . import enqueue
+from .admission import ServerAdmission
+from .announce import FinishedAnnouncer
+from .async_enqueue import AsyncProducer
+from .connection import PgDatabase, unavailable
+from .notify import FinishedListener, Listener, Notifier, new_origin
+
+log = logging.getLogger("headgate.postgres")
+
+
+class PostgresStore(ServerAdmission, SqlStore):
+    backend = "postgres"
+
+    def __init__(self, url: str, *, migrate: bool = True, notify: bool = True,
+                 pool_max: int = 8, statement_timeout_ms: int = 30_000,
+                 crash_limit: int = 3) -> None:
+        self.url = url
+        self.path = url
+        self.db = PgDatabase(url, max_size=pool_max, statement_timeout_ms=statement_timeout_ms)
+        # The LISTEN connection starts with the first subscriber (a worker, a live view):
+        # a producer would only hear its own enqueues, each a wake-up of a thread here
+        # and of a backend there.
+        self.activity = ActivityHub(self._listen if notify else None)
+        self._listener: Listener | None = None
+        self._finished: FinishedListener | None = None
+        self._finished_lock = threading.Lock()
+        self._closed = False
+        self.crash_limit = crash_limit
+        self._policy_bound = {}  # see ServerAdmission
+        self.notify = notify
+        self.origin = new_origin()
+        if migrate:
+            self.db.migrate()
+        self._notifier = Notifier(url, self.origin) if notify else None
+        # Completions and failures reach live views coalesced (see announce.py).
+        self._finished_announcer = FinishedAnnouncer(self._announce_finished)
+        self._async_producer = AsyncProducer(url)
+
+    def _listen(self) -> None:
+        if not self._closed:
+            self._listener = Listener(self.url, self.activity, self.origin)
+
+    def listening(self, timeout: float) -> bool:
+        """Start listening if nothing has yet, and wait until the LISTEN is in place:
+        True once notifications from other processes reach this store's hub."""
+        self.activity.interested()
+        return self._listener is not None and self._listener.connected.wait(timeout)
+
+    def watch_finished(self, job_id: str,
+                       callback: Callable[[], None]) -> Callable[[], None] | None:
+        """LISTEN-backed (headgate/db/postgres/functions/finished_notify.sql): only jobs
+        carrying the ``headgate-result`` header are announced."""
+        if not self.notify or self._closed:
+            return None
+        with self._finished_lock:
+            if self._finished is None:
+                self._finished = FinishedListener(self.url)
+        return self._finished.watch(job_id, callback)
+
+    def capabilities(self) -> tuple[str, ...]:
+        caps = ["transactional", "inspect"]
+        if self.notify:
+            caps.insert(1, "notifying")
+        return tuple(caps)
+
+    def now_ms(self) -> int:
+        return self.db.now_ms()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._listener is not None:
+            self._listener.close()
+        self._finished_announcer.close()
+        if self._notifier is not None:
+            self._notifier.close()
+        if self._finished is not None:
+            self._finished.close()
+        self.db.close()
+
+    def _publish(self, queues: set[str] | str | None) -> None:
+        if not queues:
+            return
+        names = {queues} if isinstance(queues, str) else set(queues)
+        self.activity.publish(names)
+        if self._notifier is not None:
+            self._notifier.send(frozenset(names))
+
+    def _announce_finished(self, queues: frozenset[str]) -> None:
+        self.activity.publish(queues)
+        if self._notifier is not None:
+            self._notifier.send(queues)
+
+    def ack(self, claim: Claim, outcome: Outcome, error: str | None = None,
+            delay_ms: int | None = None, result: bytes | None = None, *,
+            result_schema_version: int = 1, logs: Sequence[str] = ()) -> None:
+        super().ack(claim, outcome, error, delay_ms, result,
+                    result_schema_version=result_schema_version, logs=logs)
+        self._finished_announcer.finished((claim.job.queue,))
+
+    def enqueue_many(self, envelopes: Sequence[Envelope]) -> list[str]:
+        """One round trip (see headgate/adapters/postgres/enqueue.py); the wake-up
+        NOTIFY is part of the enqueue's transaction, so the notifier thread is not used."""
+        envs = [e if e.fingerprint and e.id else e.validated() for e in envelopes]
+        if not envs:
+            return []
+        with self.db.autocommit() as conn:
+            result = enqueue.call(conn.raw, envs, self._origin())
+        return self._answer(result, publish=True)
+
+    async def enqueue_many_async(self, envelopes: Sequence[Envelope], *,
+                                 conn: Any = None) -> list[str]:
+        """enqueue_many over psycopg's AsyncConnection: from this store's async pool
+        (opened on first use), or inside ``conn``'s transaction (committed with it, or
+        not at all)."""
+        envs = [e.validated() for e in envelopes]
+        if not envs:
+            return []
+        result = await self._async_producer.enqueue_many(envs, self._origin(), conn)
+        return self._answer(result, publish=conn is None)
+
+    def enqueue_many_in(self, conn: psycopg.Connection, envelopes: Sequence[Envelope]) -> list[str]:
+        """Enqueue inside the caller's transaction: committed with it or not at all.
+        The wake-up NOTIFY is transactional too, so a rollback wakes nobody."""
+        envs = [e.validated() for e in envelopes]
+        if not envs:
+            return []
+        try:
+            result = enqueue.call(conn, envs, self._origin())
+        except psycopg.OperationalError as exc:
+            raise unavailable(exc) from exc
+        return self._answer(result, publish=False)
+
+    def _enqueue(self, conn: Any, now: int, envs: Sequence[Envelope]) -> EnqueueResult:
+        """The enqueue policy in the current transaction (the periodic tick's): the
+        function, with a transactional NOTIFY."""
+        return enqueue.call(conn.raw, envs, self._origin())
+
+    def _origin(self) -> str | None:
+        return self.origin if self.notify else None
+
+    def _answer(self, result: EnqueueResult, publish: bool) -> list[str]:
+        """The ids, after waking this process's waiters (when the enqueue committed);
+        a single envelope's Duplicate raised once its holder's replacement is."""
+        if publish and result.inserted:
+            self.activity.publish(result.queues)
+        if result.duplicate is not None:
+            raise result.duplicate
+        return result.ids

@@ -1,0 +1,305 @@
+"""Operator control: job actions, queue and policy settings, workers and duty leases."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from headgate.core import Claim, InvalidTransition, NotFound, State, transition
+from headgate.core.envelope import INT32_MAX, MAX_PAYLOAD, check_int, check_text
+from headgate.core.errors import InvalidInput
+from headgate.core.policy import SATURATION_STRATEGIES, WORKER_SIGNALS
+
+from .admission import RateBucket
+from .conn import Connection
+from .enqueue import ENSURE_QUEUE
+
+# Available jobs naming a rate class, counted up to a bound (rate_class_jobs index).
+RATE_CLASS_WAITING = """
+SELECT count(*) FROM (
+    SELECT 1 FROM jobs WHERE rate_class = ? AND rate_class <> '' AND state = 'available'
+    LIMIT 100000
+) AS waiting"""
+
+SELECT_JOB_STATE = (
+    "SELECT state, queue, attempt, max_attempts, retention_ms FROM jobs WHERE id = ?{for_update}"
+)
+
+
+def _job_state(conn: Connection, job_id: str) -> tuple:
+    sql = SELECT_JOB_STATE.format(for_update=conn.dialect.for_update)
+    row = conn.execute(sql, (job_id,)).fetchone()
+    if row is None:
+        raise NotFound("job", job_id)
+    return row
+
+
+def operator_retry(conn: Connection, now: int, job_id: str) -> str:
+    state, queue, attempt, max_attempts, _ = _job_state(conn, job_id)
+    rule = transition(state, "operator_retry")
+    # One more attempt even when the budget is spent, or the retry would be a no-op.
+    conn.execute(
+        "UPDATE jobs SET state = ?, scheduled_at_ms = ?, finalized_at_ms = NULL, "
+        "expires_at_ms = NULL, cancel_requested = 0, max_attempts = ? WHERE id = ?",
+        (rule.target.value, now, max(max_attempts, attempt + 1), job_id),
+    )
+    return queue
+
+
+def operator_cancel(conn: Connection, now: int, job_id: str) -> str:
+    state, queue, *_ = _job_state(conn, job_id)
+    rule = transition(state, "operator_cancel")
+    conn.execute(
+        "UPDATE jobs SET state = ?, lease_id = NULL, lease_expires_at_ms = NULL, "
+        "cancel_requested = ?, finalized_at_ms = ?, expires_at_ms = ? + retention_ms "
+        "WHERE id = ?",
+        (rule.target.value, int(state == State.RUNNING.value), now, now, job_id),
+    )
+    return queue
+
+
+def delete_job(conn: Connection, job_id: str) -> str:
+    _, queue, *_ = _job_state(conn, job_id)
+    conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+    return queue
+
+
+def promote_job(conn: Connection, now: int, job_id: str) -> str:
+    state, queue, *_ = _job_state(conn, job_id)
+    rule = transition(state, "operator_promote")
+    conn.execute(
+        "UPDATE jobs SET state = ?, scheduled_at_ms = CASE WHEN scheduled_at_ms < ? "
+        "THEN scheduled_at_ms ELSE ? END WHERE id = ?",
+        (rule.target.value, now, now, job_id),
+    )
+    return queue
+
+
+def reschedule_job(conn: Connection, now: int, job_id: str, at_ms: int) -> str:
+    check_int("scheduled_at_ms", at_ms, 0)
+    state, queue, *_ = _job_state(conn, job_id)
+    if state not in (State.SCHEDULED.value, State.RETRYABLE.value, State.PENDING.value):
+        raise InvalidTransition(
+            f"cannot reschedule a job in state {state}: only scheduled, retryable or pending"
+        )
+    conn.execute("UPDATE jobs SET scheduled_at_ms = ? WHERE id = ?", (at_ms, job_id))
+    return queue
+
+
+def edit_payload(
+    conn: Connection, job_id: str, payload: bytes, schema_version: int, fp: str
+) -> str:
+    if not isinstance(payload, bytes | bytearray) or len(payload) > MAX_PAYLOAD:
+        raise InvalidInput(f"payload must be bytes of at most {MAX_PAYLOAD}")
+    check_int("schema_version", schema_version, 1, INT32_MAX)
+    state, queue, *_ = _job_state(conn, job_id)
+    if state == State.RUNNING.value:
+        raise InvalidTransition("cannot edit the payload of a running job")
+    conn.execute(
+        "UPDATE jobs SET payload = ?, schema_version = ?, fingerprint = ? WHERE id = ?",
+        (bytes(payload), schema_version, fp, job_id),
+    )
+    return queue
+
+
+def quarantine_release(conn: Connection, now: int, fp: str) -> tuple[int, set[str]]:
+    check_text("fingerprint", fp)
+    entry = conn.execute("DELETE FROM quarantine WHERE fingerprint = ?", (fp,)).rowcount
+    rule = transition(State.QUARANTINED, "operator_release")
+    rows = conn.execute(
+        "UPDATE jobs SET state = ?, crash_attempt = 0, finalized_at_ms = NULL, "
+        "expires_at_ms = NULL, scheduled_at_ms = ? "
+        "WHERE fingerprint = ? AND state = 'quarantined' RETURNING queue",
+        (rule.target.value, now, fp),
+    ).fetchall()
+    if not entry and not rows:
+        raise NotFound("quarantined fingerprint", fp)
+    return len(rows), {r[0] for r in rows}
+
+
+def ensure_queue(conn: Connection, now: int, queue: str) -> None:
+    check_text("queue", queue)
+    conn.execute(ENSURE_QUEUE, (queue, now))
+
+
+def set_queue(conn: Connection, now: int, queue: str, column: str, value: Any) -> None:
+    ensure_queue(conn, now, queue)
+    conn.execute(f"UPDATE queues SET {column} = ? WHERE name = ?", (value, queue))
+
+
+def upsert_rate_class(
+    conn: Connection, now: int, name: str, limit: int, window_ms: int,
+    burst: int | None, paused: bool,
+) -> None:
+    check_text("rate class name", name)
+    check_int("limit", limit, 1)
+    check_int("window_ms", window_ms, 1)
+    burst = max(limit, 1) if burst is None else check_int("burst", burst, 1)
+    if not isinstance(paused, bool):
+        raise InvalidInput("paused must be a boolean")
+    row = conn.execute(
+        "SELECT limit_per_window, window_ms, burst, paused, tokens, refilled_at_ms "
+        "FROM rate_classes WHERE name = ?", (name,)
+    ).fetchone()
+    tokens = float(burst) if row is None else min(float(burst), RateBucket.load(row, now).tokens)
+    conn.execute(
+        "INSERT INTO rate_classes (name, limit_per_window, window_ms, burst, paused, tokens, "
+        "refilled_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+        "limit_per_window = excluded.limit_per_window, window_ms = excluded.window_ms, "
+        "burst = excluded.burst, paused = excluded.paused, tokens = excluded.tokens, "
+        "refilled_at_ms = excluded.refilled_at_ms",
+        (name, limit, window_ms, burst, int(paused), tokens, now),
+    )
+
+
+def upsert_concurrency_limit(
+    conn: Connection, now: int, name: str, queue: str, max_concurrent: int,
+    on_saturated: str,
+) -> None:
+    check_text("concurrency limit name", name)
+    check_text("queue", queue)
+    check_int("max_concurrent", max_concurrent, 1)
+    if on_saturated not in SATURATION_STRATEGIES:
+        raise InvalidInput(f"on_saturated must be one of {'|'.join(SATURATION_STRATEGIES)}")
+    ensure_queue(conn, now, queue)
+    conn.execute(
+        "INSERT INTO concurrency_limits (name, queue, max_concurrent, on_saturated) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, "
+        "max_concurrent = excluded.max_concurrent, on_saturated = excluded.on_saturated",
+        (name, queue, max_concurrent, on_saturated),
+    )
+
+
+def delete_rate_class(conn: Connection, name: str, force: bool) -> int:
+    """Remove a rate class unless jobs wait on it (available jobs naming it: the
+    partial index jobs_rate_class_available_id counts them, never a scan); returns that
+    count, and deletes only when it is 0 or `force`. Jobs that name a missing class are
+    admitted without a budget."""
+    if conn.execute("SELECT 1 FROM rate_classes WHERE name = ?", (name,)).fetchone() is None:
+        raise NotFound("rate class", name)
+    waiting = conn.execute(RATE_CLASS_WAITING, (name,)).fetchone()[0]
+    if waiting == 0 or force:
+        conn.execute("DELETE FROM rate_classes WHERE name = ?", (name,))
+    return int(waiting)
+
+
+def delete_concurrency_limit(conn: Connection, name: str, force: bool) -> tuple[int, str]:
+    """Remove a concurrency limit unless its queue has jobs running or waiting under it
+    (from the maintained queue_counts, not from jobs); returns (that count, its queue),
+    and deletes only when the count is 0 or `force`."""
+    row = conn.execute("SELECT queue FROM concurrency_limits WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        raise NotFound("concurrency limit", name)
+    queue = row[0]
+    governed = conn.execute(
+        "SELECT coalesce(sum(n), 0) FROM queue_counts WHERE queue = ? "
+        "AND state IN ('available', 'running')", (queue,),
+    ).fetchone()[0]
+    if governed == 0 or force:
+        conn.execute("DELETE FROM concurrency_limits WHERE name = ?", (name,))
+    return int(governed), queue
+
+
+# -- workers ------------------------------------------------------------------------
+
+UPSERT_WORKER = """
+INSERT INTO workers (worker_id, host, pid, queues, concurrency, inflight, polls, empty_polls,
+    started_at_ms, heartbeat_at_ms, status)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (worker_id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+    queues = excluded.queues, concurrency = excluded.concurrency, inflight = excluded.inflight,
+    polls = excluded.polls, empty_polls = excluded.empty_polls,
+    heartbeat_at_ms = excluded.heartbeat_at_ms, status = excluded.status
+"""
+
+
+# Whether a worker's running claims are still theirs (see heartbeat).
+SELECT_RUNNING_CHECK = "SELECT id, state, cancel_requested, fence FROM jobs WHERE id IN ({marks})"
+
+
+def heartbeat(
+    conn: Connection, now: int, worker: dict[str, Any], running: Sequence[Claim]
+) -> dict[str, Any]:
+    row = {
+        "worker_id": check_text("worker_id", worker.get("worker_id")),
+        "host": str(worker.get("host", "")),
+        "pid": int(worker.get("pid", 0)),
+        "queues": json.dumps(list(worker.get("queues", []))),
+        "concurrency": int(worker.get("concurrency", 0)),
+        "inflight": int(worker.get("inflight", 0)),
+        "polls": int(worker.get("polls", 0)),
+        "empty_polls": int(worker.get("empty_polls", 0)),
+        "started_at_ms": int(worker.get("started_at_ms", now)),
+        "status": str(worker.get("status", "running")),
+    }
+    conn.execute(UPSERT_WORKER, (
+        row["worker_id"], row["host"], row["pid"], row["queues"], row["concurrency"],
+        row["inflight"], row["polls"], row["empty_polls"], row["started_at_ms"], now,
+        row["status"],
+    ))
+    signal = conn.execute(
+        "SELECT pending_signal FROM workers WHERE worker_id = ?", (row["worker_id"],)
+    ).fetchone()
+    if signal[0] is not None:
+        conn.execute(
+            "UPDATE workers SET pending_signal = NULL WHERE worker_id = ?", (row["worker_id"],)
+        )
+    rows: dict[str, tuple] = {}
+    ids = list({c.job.id for c in running})
+    for i in range(0, len(ids), 500):  # one read per 500 jobs, not one per job
+        chunk = ids[i : i + 500]
+        rows.update((r[0], r[1:]) for r in conn.execute(
+            SELECT_RUNNING_CHECK.format(marks=",".join("?" * len(chunk))), chunk))
+    cancelled = []
+    for claim in running:
+        row = rows.get(claim.job.id)
+        if row is None or row[0] != State.RUNNING.value or row[1] or row[2] != claim.fence:
+            cancelled.append(claim)
+    return {"signal": signal[0], "cancelled": cancelled}
+
+
+def signal_worker(conn: Connection, worker_id: str, command: str | None) -> None:
+    if command is not None and command not in WORKER_SIGNALS:
+        raise InvalidInput(f"command must be one of {'|'.join(WORKER_SIGNALS)} or null")
+    cur = conn.execute(
+        "UPDATE workers SET pending_signal = ? WHERE worker_id = ?", (command, worker_id)
+    )
+    if cur.rowcount == 0:
+        raise NotFound("worker", worker_id)
+
+
+# -- duty leases --------------------------------------------------------------------
+
+CLAIM_DUTY = """
+INSERT INTO duties (name, holder, expires_at_ms) VALUES (?, ?, ?)
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at_ms = excluded.expires_at_ms
+WHERE duties.holder = excluded.holder OR duties.expires_at_ms <= ?
+"""
+
+
+def claim_duty(conn: Connection, now: int, name: str, holder: str, ttl_ms: int) -> bool:
+    check_text("duty", name)
+    check_text("holder", holder)
+    check_int("ttl_ms", ttl_ms, 1)
+    conn.execute(CLAIM_DUTY, (name, holder, now + ttl_ms, now))
+    row = conn.execute("SELECT holder FROM duties WHERE name = ?", (name,)).fetchone()
+    return row is not None and row[0] == holder
+
+
+def renew_duty(conn: Connection, now: int, name: str, holder: str, ttl_ms: int) -> bool:
+    """Extend only an unexpired lease of `holder`: one that lapsed may have been taken,
+    run and released by another holder since, which claim_duty cannot tell."""
+    check_text("duty", name)
+    check_text("holder", holder)
+    check_int("ttl_ms", ttl_ms, 1)
+    return conn.execute(
+        "UPDATE duties SET expires_at_ms = ? WHERE name = ? AND holder = ? AND expires_at_ms > ?",
+        (now + ttl_ms, name, holder, now),
+    ).rowcount == 1
+
+
+def release_duty(conn: Connection, name: str, holder: str) -> None:
+    conn.execute(
+        "UPDATE duties SET expires_at_ms = 0 WHERE name = ? AND holder = ?", (name, holder)
+    )

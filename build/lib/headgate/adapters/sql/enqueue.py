@@ -1,0 +1,304 @@
+"""Enqueue: identity, quarantine, uniqueness and backpressure, all-or-nothing.
+
+SQLite's statement of the enqueue policy, run inside its one write transaction (one
+writer: nothing here takes a lock). PostgreSQL's is the function `headgate_enqueue_v3`
+(headgate/db/postgres/functions/enqueue.sql), which decides the same, check for check and
+in the same order; tests/store runs both against the same behaviour tests.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from headgate.core import (
+    TERMINAL,
+    UNFINISHED,
+    Backpressure,
+    Duplicate,
+    Envelope,
+    IdConflict,
+    InvalidInput,
+    Quarantined,
+    State,
+)
+from headgate.core.schema_constants import (
+    DEFAULT_RETENTION_MS,
+    REPLACE_MAX_ATTEMPTS,
+    REPLACE_PAYLOAD,
+    REPLACE_PRIORITY,
+    REPLACE_SCHEDULED_AT,
+)
+
+from .conn import Connection
+from .rows import bump_history, headers_text, tags_text
+
+CHUNK = 500
+
+INSERT_JOBS = """
+INSERT INTO jobs (id, kind, schema_version, payload, fingerprint, queue, priority,
+    partition_key, rate_class, weight, state, scheduled_at_ms, max_attempts, retention_ms,
+    tags, sticky_worker, headers, enqueued_at_ms, periodic_schedule_id, periodic_tick_ms,
+    was_pending)
+VALUES {rows}
+"""
+ROW_MARKS = "(" + ", ".join("?" * 21) + ")"
+INSERT_CHUNK = 400  # rows per statement: one trigger run each, under SQLite's variable cap
+ENSURE_QUEUE = (
+    "INSERT INTO queues (name, created_at_ms) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
+)
+SELECT_IDENTITY = """
+SELECT id, kind, schema_version, payload, queue, priority, partition_key, rate_class, weight,
+       max_attempts, tags, sticky_worker, headers
+FROM jobs WHERE id IN ({marks})
+"""
+SELECT_QUARANTINED = "SELECT fingerprint FROM quarantine WHERE fingerprint IN ({marks})"
+SELECT_LIMITS = "SELECT name, max_unfinished_jobs FROM queues WHERE name IN ({marks}) " \
+    "AND max_unfinished_jobs IS NOT NULL"
+SELECT_UNFINISHED = "SELECT coalesce(sum(n), 0) FROM queue_counts WHERE queue = ? " \
+    "AND state IN ({})".format(", ".join(f"'{s.value}'" for s in UNFINISHED))
+SELECT_UNIQUE = "SELECT job_id, expires_at_ms FROM uniques WHERE key = ?"
+UPSERT_UNIQUE = """
+INSERT INTO uniques (key, job_id, expires_at_ms) VALUES (?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, expires_at_ms = excluded.expires_at_ms
+"""
+SELECT_HOLDER = "SELECT state FROM jobs WHERE id = ?"
+# A single envelope's lookups in one read: id taken, fingerprint quarantined, the
+# queue's enqueue limit, the queue row present, and its unique key's row (NULL, NULL
+# without one).
+PROBE_ONE = """
+SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?),
+       EXISTS (SELECT 1 FROM quarantine WHERE fingerprint = ?),
+       (SELECT max_unfinished_jobs FROM queues WHERE name = ?),
+       EXISTS (SELECT 1 FROM queues WHERE name = ?),
+       u.job_id, u.expires_at_ms
+FROM (SELECT 1) LEFT JOIN uniques u ON u.key = ?
+"""
+INSERT_ONE = INSERT_JOBS.format(rows=ROW_MARKS)
+
+
+@dataclass(slots=True)
+class EnqueueResult:
+    ids: list[str]
+    inserted: int
+    queues: set[str]
+    duplicate: Duplicate | None = None
+
+
+def effective_unique_key(env: Envelope) -> bytes | None:
+    if env.unique_key is None:
+        return None
+    if env.unique_exclude_kind:
+        return b"\x01" + env.unique_key
+    return b"\x00" + env.kind.encode() + b"\x00" + env.unique_key
+
+
+def _identity(env: Envelope) -> tuple:
+    return (
+        env.kind, env.schema_version, env.payload, env.queue, env.priority, env.partition_key,
+        env.rate_class, env.weight, env.max_attempts, json.dumps(list(env.tags)),
+        env.sticky_worker, json.dumps(env.headers, sort_keys=True),
+    )
+
+
+def _chunks(items: list, size: int = CHUNK):
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def enqueue(conn: Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResult:
+    """Insert validated envelopes. A Duplicate on a single envelope is returned (so a
+    replace/debounce commits); in a batch it is raised so the batch writes nothing."""
+    if len(envs) == 1:
+        return _enqueue_one(conn, now, envs[0])
+    return _enqueue_batch(conn, now, envs)
+
+
+def _enqueue_one(conn: Connection, now: int, env: Envelope) -> EnqueueResult:
+    """`enqueue` for one envelope, its checks in the batch's order, its lookups in
+    one read (each statement inside SQLite's write lock is a wait for the GIL when
+    other threads are running)."""
+    key = effective_unique_key(env)
+    taken, quarantined, limit, has_queue, holder_id, expires = conn.execute(
+        PROBE_ONE, (env.id, env.fingerprint, env.queue, env.queue, key)
+    ).fetchone()
+    if taken:  # its identity decides: a replay or IdConflict
+        return _enqueue_batch(conn, now, [env])
+    if quarantined:
+        raise Quarantined(env.fingerprint)  # type: ignore[arg-type]
+    result = EnqueueResult(ids=[env.id], inserted=0, queues={env.queue})  # type: ignore[list-item]
+    if key is not None:
+        held_by = None if holder_id is None else (holder_id, expires)
+        dup = _claim_unique(conn, now, env, key, held_by=held_by)
+        if dup is not None:
+            result.duplicate = dup
+            result.ids = [dup.existing_id]
+            return result
+    if limit is not None:
+        current = int(conn.execute(SELECT_UNFINISHED, (env.queue,)).fetchone()[0])
+        if current + 1 > limit:
+            raise Backpressure(env.queue, limit, current, 1)
+    if not has_queue:
+        conn.execute(ENSURE_QUEUE, (env.queue, now))
+    conn.execute(INSERT_ONE, _insert_row(env, now))
+    bump_history(conn, now, {env.queue: {"arrived": 1}})
+    result.inserted = 1
+    return result
+
+
+def _enqueue_batch(conn: Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResult:
+    ids = [env.id for env in envs]
+    if len(set(ids)) != len(ids):
+        raise InvalidInput("batch contains the same id twice")
+    existing = _existing(conn, ids)
+    fresh: list[Envelope] = []
+    for env in envs:
+        row = existing.get(env.id)
+        if row is None:
+            fresh.append(env)
+            continue
+        stored = (
+            row[1], row[2], bytes(row[3]), *row[4:12],
+            json.dumps(json.loads(row[12]), sort_keys=True),
+        )
+        if stored != _identity(env):
+            raise IdConflict(env.id)  # type: ignore[arg-type]
+    result = EnqueueResult(ids=ids, inserted=0, queues={e.queue for e in fresh})
+    if not fresh:
+        return result
+
+    fps = sorted({e.fingerprint for e in fresh})  # type: ignore[misc]
+    for chunk in _chunks(fps):
+        hit = conn.execute(
+            SELECT_QUARANTINED.format(marks=",".join("?" * len(chunk))), chunk
+        ).fetchone()
+        if hit:
+            raise Quarantined(hit[0])
+
+    seen_keys: set[bytes] = set()
+    for env in fresh:
+        key = effective_unique_key(env)
+        if key is None:
+            continue
+        if key in seen_keys:  # the first of them is not stored: no existing id to name
+            raise InvalidInput("batch contains the same unique key twice")
+        # A batch (this path's only caller with fresh envelopes) is refused whole: its
+        # holder is left as it was.
+        dup = _claim_unique(conn, now, env, key, replace=False)
+        if dup is not None:
+            raise dup
+        seen_keys.add(key)
+
+    _check_backpressure(conn, fresh)
+    for queue in result.queues:
+        conn.execute(ENSURE_QUEUE, (queue, now))
+    for chunk in _chunks(fresh, INSERT_CHUNK):
+        sql = INSERT_JOBS.format(rows=", ".join([ROW_MARKS] * len(chunk)))
+        conn.execute(sql, [value for env in chunk for value in _insert_row(env, now)])
+    arrived = Counter(e.queue for e in fresh)
+    bump_history(conn, now, {q: {"arrived": n} for q, n in arrived.items()})
+    result.inserted = len(fresh)
+    return result
+
+
+def _existing(conn: Connection, ids: list[str]) -> dict[str, tuple]:
+    found: dict[str, tuple] = {}
+    for chunk in _chunks(ids):
+        sql = SELECT_IDENTITY.format(marks=",".join("?" * len(chunk)))
+        for row in conn.execute(sql, chunk):
+            found[row[0]] = row
+    return found
+
+
+def _insert_row(env: Envelope, now: int) -> tuple:
+    scheduled_at = env.scheduled_at_ms or now
+    if env.unique_debounce_ms and env.unique_key is not None:
+        scheduled_at = max(scheduled_at, now + env.unique_debounce_ms)
+    if env.pending:
+        state = State.PENDING
+    elif scheduled_at > now:
+        state = State.SCHEDULED
+    else:
+        state = State.AVAILABLE
+    retention = DEFAULT_RETENTION_MS if env.retention_ms is None else env.retention_ms
+    return (
+        env.id, env.kind, env.schema_version, env.payload, env.fingerprint, env.queue,
+        env.priority, env.partition_key, env.rate_class, env.weight, state.value,
+        scheduled_at, env.max_attempts, retention,
+        tags_text(env.tags), env.sticky_worker, headers_text(env.headers), now,
+        env.periodic_schedule_id,
+        env.periodic_tick_ms, int(env.pending),
+    )
+
+
+def _check_backpressure(conn: Connection, fresh: list[Envelope]) -> None:
+    incoming = Counter(e.queue for e in fresh)
+    names = sorted(incoming)
+    limits = conn.execute(
+        SELECT_LIMITS.format(marks=",".join("?" * len(names))), names
+    ).fetchall()
+    for queue, limit in limits:
+        current = int(conn.execute(SELECT_UNFINISHED, (queue,)).fetchone()[0])
+        if current + incoming[queue] > limit:
+            raise Backpressure(queue, limit, current, incoming[queue])
+
+
+_UNREAD = object()
+
+
+def _claim_unique(conn: Connection, now: int, env: Envelope, key: bytes,
+                  replace: bool = True, held_by: object = _UNREAD) -> Duplicate | None:
+    """A key is held until its window ends, or, without a window, while its holder is
+    unfinished (and a held key's holder takes `env`'s replacements, if `replace`);
+    else it now names this envelope's job. `held_by`: the key's row (job_id,
+    expires_at_ms) or None, when the caller read it already."""
+    row = conn.execute(SELECT_UNIQUE, (key,)).fetchone() if held_by is _UNREAD else held_by
+    if row is not None:
+        holder_id, expires = row
+        holder = conn.execute(SELECT_HOLDER, (holder_id,)).fetchone()
+        if expires is not None:
+            held = now < expires
+        else:
+            held = holder is not None and State(holder[0]) not in TERMINAL
+        if held:
+            replaced = False
+            if holder is not None and replace:
+                replaced = _replace_holder(conn, now, env, holder_id, State(holder[0]))
+            return Duplicate(holder_id, replaced)
+    expires_at = now + env.unique_window_ms if env.unique_window_ms > 0 else None
+    conn.execute(UPSERT_UNIQUE, (key, env.id, expires_at))
+    return None
+
+
+def _replace_holder(
+    conn: Connection, now: int, env: Envelope, holder_id: str, state: State
+) -> bool:
+    """Apply unique_replace bits or debounce to a holder that is not running. A due
+    time moves only where one is waited for (scheduled, retryable; bit 2 also pending):
+    an available job would need a transition §4 does not have."""
+    if state is State.RUNNING or state in TERMINAL:
+        return False
+    sets: dict[str, object] = {}
+    if env.unique_debounce_ms > 0:
+        sets.update(payload=env.payload, fingerprint=env.fingerprint,
+                    schema_version=env.schema_version, tags=json.dumps(list(env.tags)))
+        if state in (State.SCHEDULED, State.RETRYABLE):
+            sets["scheduled_at_ms"] = now + env.unique_debounce_ms
+    bits = env.unique_replace
+    if bits & REPLACE_PAYLOAD:
+        sets.update(payload=env.payload, fingerprint=env.fingerprint,
+                    schema_version=env.schema_version, headers=json.dumps(env.headers))
+    if bits & REPLACE_SCHEDULED_AT and state in (State.SCHEDULED, State.RETRYABLE,
+                                                 State.PENDING):
+        sets["scheduled_at_ms"] = env.scheduled_at_ms or now
+    if bits & REPLACE_PRIORITY:
+        sets["priority"] = env.priority
+    if bits & REPLACE_MAX_ATTEMPTS:
+        sets["max_attempts"] = env.max_attempts
+    if not sets:
+        return False
+    assignments = ", ".join(f"{column} = ?" for column in sets)
+    conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*sets.values(), holder_id))
+    return True

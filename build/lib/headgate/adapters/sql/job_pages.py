@@ -1,0 +1,157 @@
+"""Job pages: filters, keyset cursors, newest first, flat as the table grows.
+
+A page is ``ORDER BY id DESC LIMIT n`` over an index that starts with the filter's
+equalities. `jobs` keeps few indexes (each costs every write), so a filter with no index
+of its own can be split into branches that have one, each branch paged the same way and
+the pages merged: a state alone pages each queue holding jobs in that state over
+(queue, state, id); a kind prefix on SQLite pages each matching kind over (kind, id).
+Text ids sort the same in Python as in both databases' keyset comparison (code point
+order), so the merge is exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from operator import itemgetter
+from typing import Any
+
+from headgate.core import STORED_STATES, JobFilter, JobPage
+from headgate.core.cursors import decode_cursor, encode_cursor
+from headgate.core.errors import InvalidInput
+
+from .conn import Connection
+from .rows import JOB_COLUMNS, JOB_COLUMNS_WITH_PAYLOAD, row_to_job
+
+MAX_PAGE = 200
+# Each tags_all value is one EXISTS term: thousands of them exceed SQLite's expression
+# depth (an error, not an answer). A job holds at most 32 tags anyway.
+MAX_TAG_FILTERS = 100
+# Past this many branches one plain query is cheaper than the merge.
+MAX_BRANCHES = 64
+
+# SQLite pages a kind prefix alone by sorting every job of the matching kinds (0.6–1.6 s
+# for `send_` among 1M jobs: its planner takes the kind range of jobs_kind_id, then sorts
+# by id), so each kind is a branch. PostgreSQL's starts_with() plan walks the primary
+# key instead, and its collation need not keep a prefix's kinds together, so it keeps
+# the plain query.
+FIRST_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind >= ? AND kind < ? || char(1114111) "
+                     "ORDER BY kind LIMIT 1")
+NEXT_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind > ? AND kind < ? || char(1114111) "
+                    "ORDER BY kind LIMIT 1")
+
+
+def occupied(conn: Connection, states: Sequence[str]) -> list[tuple[str, str]]:
+    """The (queue, state) pairs holding any job in `states`, from the maintained
+    counters: the branches worth walking."""
+    marks = ", ".join("?" * len(states))
+    return conn.execute(
+        f"SELECT queue, state FROM queue_counts WHERE n > 0 AND state IN ({marks}) "
+        "ORDER BY queue, state", list(states),
+    ).fetchall()
+
+
+def merged(conn: Connection, sql: str, branches: Iterable[tuple], params: Sequence[Any],
+           n: int, newest_first: bool) -> list[tuple]:
+    """`sql` once per branch (its first placeholders take the branch, then `params`,
+    then the LIMIT `n`), and the first `n` rows of them all in id order (id first)."""
+    rows: list[tuple] = []
+    for branch in branches:
+        rows += conn.execute(sql, (*branch, *params, n)).fetchall()
+    return sorted(rows, key=itemgetter(0), reverse=newest_first)[:n]
+
+
+def _prefix_kinds(conn: Connection, prefix: str) -> list[str] | None:
+    """The kinds starting with `prefix` (SQLite's binary order keeps them together), one
+    jobs_kind_id probe each; None when there are more than MAX_BRANCHES."""
+    kinds: list[str] = []
+    row = conn.execute(FIRST_PREFIX_KIND, (prefix, prefix)).fetchone()
+    while row is not None:
+        if len(kinds) == MAX_BRANCHES:
+            return None
+        kinds.append(row[0])
+        row = conn.execute(NEXT_PREFIX_KIND, (row[0], prefix)).fetchone()
+    return kinds
+
+
+def _branches(conn: Connection, f: JobFilter) -> tuple[str, list[Any]] | None:
+    """(column, values) to page one by one and merge, or None for one plain query.
+
+    A branch that holds no match walks its whole range, so only filters every branch
+    answers from its index alone branch: a state alone, or (SQLite) a kind prefix
+    alone. Anything else walks one index newest first and filters."""
+    if f == JobFilter(state=f.state) and f.state is not None:
+        values = [queue for queue, _ in occupied(conn, [f.state])]
+        return None if len(values) > MAX_BRANCHES else ("queue", values)
+    if (f.kind_prefix and conn.dialect.name == "sqlite" and f.kind is None
+            and f.queue is None and f.state is None):
+        kinds = _prefix_kinds(conn, f.kind_prefix)
+        return None if kinds is None else ("kind", kinds)
+    return None
+
+
+def _where(conn: Connection, now: int, f: JobFilter) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    if f.state is not None:
+        if f.state not in {s.value for s in STORED_STATES}:
+            raise InvalidInput(f"unknown state `{f.state}`")
+        where.append("state = ?")
+        params.append(f.state)
+    for column, value in (
+        ("id", f.id), ("queue", f.queue), ("kind", f.kind), ("partition_key", f.partition_key),
+        ("rate_class", f.rate_class), ("fingerprint", f.fingerprint), ("priority", f.priority),
+    ):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if f.rate_class:
+        where.append("rate_class <> ''")  # lets the planners use the classed-only index
+    for tag in f.tags_all:
+        where.append(conn.dialect.tag_test("?"))
+        params.append(tag)
+    if f.tags_any:
+        where.append(conn.dialect.tag_test(",".join("?" * len(f.tags_any))))
+        params += list(f.tags_any)
+    if f.older_than_ms is not None:
+        where.append("enqueued_at_ms < ?")
+        params.append(now - f.older_than_ms)
+    if f.error_prefix:
+        # A range over jobs_last_error_id ("C" order on PostgreSQL, binary on SQLite):
+        # the prefix is data, never a pattern.
+        column = 'last_error COLLATE "C"' if conn.dialect.name == "postgres" else "last_error"
+        where += ["last_error <> ''", f"{column} >= ?", f"{column} < ?"]
+        params += [f.error_prefix, f.error_prefix + "\U0010ffff"]
+    return where, params
+
+
+def list_jobs(
+    conn: Connection, now: int, f: JobFilter, cursor: str | None, limit: int,
+    include_payload: bool,
+) -> JobPage:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}")
+    if len(f.tags_all) > MAX_TAG_FILTERS or len(f.tags_any) > MAX_TAG_FILTERS:
+        raise InvalidInput(f"at most {MAX_TAG_FILTERS} tags in a filter")
+    where, params = _where(conn, now, f)
+    if cursor:
+        where.append("id < ?")
+        params.append(decode_cursor(cursor))
+    branches = _branches(conn, f)
+    if f.kind_prefix and (branches is None or branches[0] != "kind"):
+        # The prefix is data, never a pattern: no LIKE.
+        where.append(conn.dialect.prefix_test("kind"))
+        params += [f.kind_prefix] * where[-1].count("?")
+    cols = JOB_COLUMNS_WITH_PAYLOAD if include_payload else JOB_COLUMNS
+    if branches is None:
+        sql = f"SELECT {cols} FROM jobs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        rows = conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit + 1)).fetchall()
+    else:
+        column, values = branches
+        sql = f"SELECT {cols} FROM jobs WHERE " + " AND ".join([f"{column} = ?", *where])
+        sql += " ORDER BY id DESC LIMIT ?"
+        rows = merged(conn, sql, [(v,) for v in values], params, limit + 1, True)
+    jobs = [row_to_job(r) for r in rows[:limit]]
+    next_cursor = encode_cursor(jobs[-1].id) if len(rows) > limit else None
+    return JobPage(jobs, next_cursor)

@@ -1,0 +1,312 @@
+"""Periodic schedules, their enqueue events, and the maintenance writes the duties need.
+
+Each function runs inside a transaction its caller opened (`conn`, `now` from the
+store clock), in the SQL subset SQLite and PostgreSQL share, like the other modules
+here. The firing loop itself (several transactions per schedule, by design: enqueue,
+then record, then advance) is a service, `headgate/scheduling.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from headgate.core import (
+    TERMINAL,
+    UNFINISHED,
+    Envelope,
+    InvalidInput,
+    NotFound,
+    State,
+    schedule_spec,
+)
+from headgate.core.envelope import check_int, check_text
+from headgate.core.policy import ON_MISSED
+from headgate.core.schema_constants import HISTORY_BUCKET_MS
+
+from .conn import Connection
+
+# Ticks enqueued for one schedule in one firing; a larger backlog is not a backfill but
+# a flood, and every tick is one transaction.
+MAX_BACKFILL = 1000
+MAX_SCHEDULE_ID = 200  # job ids are `periodic:{id}:{tick}` and must fit in 255
+EVENTS_KEPT = 100
+MAX_EVENTS_PAGE = 1000
+OUTCOMES = ("enqueued", "deduplicated", "failed", "skipped")
+
+SCHEDULE_FIELDS = (
+    "id", "kind", "payload", "queue", "partition_key", "rate_class", "priority",
+    "max_attempts", "retention_ms", "spec", "next_run_ms", "last_enqueued_ms", "on_missed",
+    "backfill_limit", "paused", "created_at_ms", "updated_at_ms",
+)
+SCHEDULE_COLUMNS = ", ".join(SCHEDULE_FIELDS)
+# Keys a caller may send back unchanged (e.g. a dict from get_schedule); the store owns
+# their values.
+READ_ONLY_KEYS = frozenset({"next_run_ms", "last_enqueued_ms", "created_at_ms", "updated_at_ms"})
+DEFAULTS: dict[str, Any] = {
+    "payload": b"", "queue": "default", "partition_key": "", "rate_class": "", "priority": 0,
+    "max_attempts": 25, "retention_ms": 0, "on_missed": "skip", "backfill_limit": 0,
+    "paused": False,
+}
+_TERMINAL_KEPT = tuple(sorted(s.value for s in TERMINAL if s is not State.QUARANTINED))
+_TERMINAL_MARKS = ", ".join(f"'{s}'" for s in _TERMINAL_KEPT)
+_UNFINISHED_MARKS = ", ".join(f"'{s.value}'" for s in sorted(UNFINISHED))
+
+
+def validate_schedule(schedule: Mapping[str, Any]) -> dict[str, Any]:
+    """A checked copy with defaults filled; InvalidInput names the first problem.
+
+    Job fields go through Envelope validation so a schedule cannot hold a template that
+    every tick would then fail to enqueue."""
+    if not isinstance(schedule, Mapping):
+        raise InvalidInput("schedule must be a mapping")
+    unknown = set(schedule) - set(SCHEDULE_FIELDS) - {"paused"}
+    if unknown:
+        raise InvalidInput(f"unknown schedule field: {sorted(unknown)[0]}")
+    for key in ("id", "kind", "spec"):
+        if key not in schedule:
+            raise InvalidInput(f"schedule field {key} is required")
+    out = {**DEFAULTS, **{k: v for k, v in schedule.items() if k not in READ_ONLY_KEYS}}
+    check_text("schedule id", out["id"], 1, MAX_SCHEDULE_ID)
+    schedule_spec.validate(out["spec"])
+    if isinstance(out["payload"], bytearray | memoryview):
+        out["payload"] = bytes(out["payload"])
+    Envelope(
+        kind=out["kind"], payload=out["payload"], queue=out["queue"],
+        partition_key=out["partition_key"], rate_class=out["rate_class"],
+        priority=out["priority"], max_attempts=out["max_attempts"],
+        retention_ms=out["retention_ms"],
+    ).validated()
+    if out["on_missed"] not in ON_MISSED:
+        raise InvalidInput(f"on_missed must be {'|'.join(ON_MISSED)}")
+    check_int("backfill_limit", out["backfill_limit"], 0, MAX_BACKFILL)
+    if not isinstance(out["paused"], bool):
+        raise InvalidInput("paused must be a boolean")
+    out["spec"] = out["spec"].strip()
+    return out
+
+
+def _row(row: Sequence[Any]) -> dict[str, Any]:
+    out = dict(zip(SCHEDULE_FIELDS, row, strict=True))
+    out["payload"] = bytes(out["payload"])
+    out["paused"] = bool(out["paused"])
+    return out
+
+
+def get(conn: Connection, schedule_id: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?", (schedule_id,)
+    ).fetchone()
+    return _row(row) if row is not None else None
+
+
+def list_all(conn: Connection) -> list[dict[str, Any]]:
+    return [_row(r) for r in conn.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY id")]
+
+
+UPSERT = f"""
+INSERT INTO schedules ({SCHEDULE_COLUMNS})
+VALUES ({", ".join("?" * len(SCHEDULE_FIELDS))})
+ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, payload = excluded.payload,
+    queue = excluded.queue, partition_key = excluded.partition_key,
+    rate_class = excluded.rate_class, priority = excluded.priority,
+    max_attempts = excluded.max_attempts, retention_ms = excluded.retention_ms,
+    spec = excluded.spec, next_run_ms = excluded.next_run_ms,
+    on_missed = excluded.on_missed, backfill_limit = excluded.backfill_limit,
+    paused = excluded.paused, updated_at_ms = excluded.updated_at_ms
+"""
+
+
+def upsert(conn: Connection, now: int, checked: dict[str, Any]) -> dict[str, Any]:
+    """Insert or replace a validated schedule.
+
+    `next_run_ms` is kept when the spec is unchanged (re-deploying the same schedule
+    must not shift or replay ticks) and re-anchored to the first tick after now when the
+    spec changed, the row is new, or a paused schedule is resumed: ticks suppressed
+    while paused are not "missed", so resuming does not replay them."""
+    old = get(conn, checked["id"])
+    resumed = old is not None and old["paused"] and not checked["paused"]
+    if old is not None and old["spec"] == checked["spec"] and not resumed:
+        next_run = old["next_run_ms"]
+    else:
+        next_run = schedule_spec.next_after(checked["spec"], now)
+    row = {
+        **checked,
+        "next_run_ms": next_run,
+        "last_enqueued_ms": old["last_enqueued_ms"] if old else None,
+        "created_at_ms": old["created_at_ms"] if old else now,
+        "updated_at_ms": now,
+        "paused": int(checked["paused"]),
+    }
+    conn.execute(UPSERT, [row[k] for k in SCHEDULE_FIELDS])
+    stored = get(conn, checked["id"])
+    assert stored is not None
+    return stored
+
+
+def delete(conn: Connection, schedule_id: str) -> None:
+    """Remove the schedule and its run-now records; its events stay for the audit."""
+    if conn.execute("DELETE FROM schedules WHERE id = ?", (schedule_id,)).rowcount == 0:
+        raise NotFound("schedule", schedule_id)
+    conn.execute("DELETE FROM schedule_runs WHERE schedule_id = ?", (schedule_id,))
+
+
+def due(conn: Connection, now: int, limit: int) -> list[dict[str, Any]]:
+    return [_row(r) for r in conn.execute(
+        f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE paused = 0 AND next_run_ms <= ? "
+        "ORDER BY next_run_ms LIMIT ?", (now, limit),
+    )]
+
+
+# -- events -------------------------------------------------------------------------
+
+INSERT_EVENT = """
+INSERT INTO schedule_events (schedule_id, tick_ms, job_id, outcome, reason, recorded_at_ms)
+VALUES (?, ?, ?, ?, ?, ?)
+"""
+PRUNE_EVENTS = """
+DELETE FROM schedule_events WHERE schedule_id = ? AND event_id <= (
+    SELECT event_id FROM schedule_events WHERE schedule_id = ?
+    ORDER BY event_id DESC LIMIT 1 OFFSET ?)
+"""
+
+
+def record_events(
+    conn: Connection, now: int, schedule_id: str,
+    events: Sequence[tuple[int, str | None, str, str]],
+) -> None:
+    """Append (tick_ms, job_id, outcome, reason) rows and keep the newest EVENTS_KEPT."""
+    if not events:
+        return
+    for _, _, outcome, _ in events:
+        assert outcome in OUTCOMES, outcome
+    conn.executemany(INSERT_EVENT, [
+        (schedule_id, tick, job_id, outcome, reason, now)
+        for tick, job_id, outcome, reason in events
+    ])
+    conn.execute(PRUNE_EVENTS, (schedule_id, schedule_id, EVENTS_KEPT))
+
+
+def list_events(
+    conn: Connection, schedule_id: str, cursor: int | None, limit: int
+) -> list[dict[str, Any]]:
+    """Newest first; `cursor` is the last event_id of the previous page."""
+    check_text("schedule id", schedule_id, 1, MAX_SCHEDULE_ID)
+    check_int("limit", limit, 1, MAX_EVENTS_PAGE)
+    if cursor is not None:
+        check_int("cursor", cursor, 0)
+    rows = conn.execute(
+        "SELECT event_id, schedule_id, tick_ms, job_id, outcome, reason, recorded_at_ms "
+        "FROM schedule_events WHERE schedule_id = ? AND event_id < ? "
+        "ORDER BY event_id DESC LIMIT ?",
+        (schedule_id, cursor if cursor is not None else 2**63 - 1, limit),
+    ).fetchall()
+    keys = ("event_id", "schedule_id", "tick_ms", "job_id", "outcome", "reason",
+            "recorded_at_ms")
+    return [dict(zip(keys, r, strict=True)) for r in rows]
+
+
+def advance(
+    conn: Connection, now: int, schedule: Mapping[str, Any], next_run: int,
+    enqueued: bool,
+) -> bool:
+    """Move next_run_ms on, unless the row changed since it was read (compare-and-set on
+    spec and next_run_ms): a concurrent upsert's re-anchoring wins."""
+    cur = conn.execute(
+        "UPDATE schedules SET next_run_ms = ?, "
+        "last_enqueued_ms = CASE WHEN ? = 1 THEN ? ELSE last_enqueued_ms END "
+        "WHERE id = ? AND spec = ? AND next_run_ms = ?",
+        (next_run, int(enqueued), now, schedule["id"], schedule["spec"],
+         schedule["next_run_ms"]),
+    )
+    return cur.rowcount == 1
+
+
+def park(conn: Connection, now: int, schedule: Mapping[str, Any]) -> bool:
+    """Pause a schedule unless it changed since it was read (as `advance`)."""
+    cur = conn.execute(
+        "UPDATE schedules SET paused = 1, updated_at_ms = ? "
+        "WHERE id = ? AND spec = ? AND next_run_ms = ? AND paused = 0",
+        (now, schedule["id"], schedule["spec"], schedule["next_run_ms"]),
+    )
+    return cur.rowcount == 1
+
+
+def touch_enqueued(conn: Connection, now: int, schedule_id: str) -> None:
+    conn.execute("UPDATE schedules SET last_enqueued_ms = ? WHERE id = ?", (now, schedule_id))
+
+
+# -- run now ------------------------------------------------------------------------
+
+RUN_KEY_RETENTION_MS = 48 * 3_600_000  # longer than the API's 24 h idempotency window
+
+
+def find_run(conn: Connection, now: int, schedule_id: str, key: str) -> str | None:
+    row = conn.execute(
+        "SELECT job_id FROM schedule_runs WHERE schedule_id = ? AND idempotency_key = ? "
+        "AND created_at_ms > ?", (schedule_id, key, now - RUN_KEY_RETENTION_MS),
+    ).fetchone()
+    return row[0] if row is not None else None
+
+
+def remember_run(
+    conn: Connection, now: int, schedule_id: str, key: str, job_id: str
+) -> str:
+    """Record which job `key` produced; returns the job a concurrent twin recorded first."""
+    conn.execute("DELETE FROM schedule_runs WHERE created_at_ms <= ?",
+                 (now - RUN_KEY_RETENTION_MS,))
+    conn.execute(
+        "INSERT INTO schedule_runs (schedule_id, idempotency_key, job_id, created_at_ms) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (schedule_id, idempotency_key) DO NOTHING",
+        (schedule_id, key, job_id, now),
+    )
+    row = conn.execute(
+        "SELECT job_id FROM schedule_runs WHERE schedule_id = ? AND idempotency_key = ?",
+        (schedule_id, key),
+    ).fetchone()
+    return row[0]
+
+
+# -- maintenance --------------------------------------------------------------------
+
+
+def forget_workers(conn: Connection, now: int, older_than_ms: int) -> int:
+    return conn.execute(
+        "DELETE FROM workers WHERE heartbeat_at_ms < ?", (now - older_than_ms,)
+    ).rowcount
+
+
+RECORD_DEPTH = """
+INSERT INTO queue_history (queue, bucket_ms, depth) VALUES (?, ?, ?)
+ON CONFLICT (queue, bucket_ms) DO UPDATE SET depth = excluded.depth
+"""
+
+
+def record_queue_depths(conn: Connection, now: int) -> int:
+    """Write each queue's unfinished count (from the maintained counters) into the
+    current minute bucket."""
+    rows = conn.execute(
+        f"SELECT queue, coalesce(sum(CASE WHEN state IN ({_UNFINISHED_MARKS}) THEN n END), 0) "
+        "FROM queue_counts GROUP BY queue"
+    ).fetchall()
+    bucket = now - now % HISTORY_BUCKET_MS
+    conn.executemany(RECORD_DEPTH, [(queue, bucket, int(depth)) for queue, depth in rows])
+    return len(rows)
+
+
+def prunable_counts(conn: Connection, cutoff: int) -> dict[str, int]:
+    counts = {state: 0 for state in _TERMINAL_KEPT}
+    for state, n in conn.execute(
+        f"SELECT state, count(*) FROM jobs WHERE state IN ({_TERMINAL_MARKS}) "
+        "AND finalized_at_ms < ? GROUP BY state", (cutoff,),
+    ):
+        counts[state] = int(n)
+    return counts
+
+
+def prune_batch(conn: Connection, cutoff: int, limit: int) -> tuple[int, set[str]]:
+    rows = conn.execute(
+        f"DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state IN ({_TERMINAL_MARKS}) "
+        "AND finalized_at_ms < ? LIMIT ?) RETURNING queue", (cutoff, limit),
+    ).fetchall()
+    return len(rows), {r[0] for r in rows}

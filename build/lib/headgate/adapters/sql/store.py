@@ -1,0 +1,382 @@
+"""SqlStore: one implementation of the store port for every SQL engine.
+
+Each public method is one transaction on `self.db`; the decisions live in the shared
+modules beside this one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from headgate.core import (
+    AckRequest,
+    Claim,
+    Envelope,
+    Explanation,
+    Job,
+    JobFilter,
+    JobPage,
+    Outcome,
+)
+from headgate.core.envelope import check_int, check_text
+from headgate.core.job import Blob, Progress
+from headgate.core.schema_constants import HISTORY_BUCKET_MS
+from headgate.store.port import Store
+
+from . import (
+    admission,
+    buckets,
+    control,
+    enqueue,
+    inspection,
+    job_pages,
+    latency,
+    lifecycle,
+    uniques,
+)
+from .api_storage import ApiStorageMixin
+from .periodic_methods import PeriodicMethods
+from .rows import bump_history
+
+
+class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
+    """The store port over the shared SQL modules. Subclasses supply `db` (write/read/
+    query on their engine), the clock and what only their engine can do."""
+
+    db: Any
+    crash_limit: int = 3
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def schema_version(self) -> int:
+        return self.db.version()
+
+    def ping(self) -> None:
+        self.db.query("SELECT 1 FROM jobs WHERE id = ?", ("__readyz__",))
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _publish(self, queues: set[str] | str | None) -> None:
+        if queues:
+            self.activity.publish({queues} if isinstance(queues, str) else queues)
+
+    # -- producing ---------------------------------------------------------------------
+    def enqueue_many(self, envelopes: Sequence[Envelope]) -> list[str]:
+        envs = [e if e.fingerprint and e.id else e.validated() for e in envelopes]
+        if not envs:
+            return []
+        with self.db.write() as (conn, now):
+            result = self._enqueue(conn, now, envs)
+        if result.inserted:
+            self._publish(result.queues)
+        if result.duplicate is not None:
+            raise result.duplicate
+        return result.ids
+
+    def _enqueue(self, conn: Any, now: int,
+                 envs: Sequence[Envelope]) -> enqueue.EnqueueResult:
+        """The enqueue policy in the current write transaction: SQLite's statement of
+        it (PostgreSQL's store runs its function instead)."""
+        return enqueue.enqueue(conn, now, envs)
+
+    # -- admission and leases ----------------------------------------------------------
+    def admit(self, worker_id: str, queues: Sequence[str], capacity: int,
+              lease_ms: int = 30_000, quantum: int | None = None) -> list[Claim]:
+        admission.validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
+        with self.db.write() as (conn, now):
+            return admission.admit(conn, now, worker_id, queues, capacity, lease_ms, quantum)
+
+    def explain_admission(self, job_id: str) -> Explanation | None:
+        with self.db.read() as conn:
+            return admission.explain(conn, self.now_ms(), job_id)
+
+    def ack(self, claim: Claim, outcome: Outcome, error: str | None = None,
+            delay_ms: int | None = None, result: bytes | None = None, *,
+            result_schema_version: int = 1, logs: Sequence[str] = ()) -> None:
+        with self.db.write() as (conn, now):
+            conn.dialect.lock_queues(conn, [claim.job.queue])
+            queue = lifecycle.ack(conn, now, claim, outcome, error, delay_ms, result,
+                                  result_schema_version, logs)
+        if Outcome(outcome) in (Outcome.RATE_LIMITED, Outcome.SNOOZE):
+            self._publish(queue)
+
+    def ack_many(self, acks: Sequence[AckRequest]) -> list[str]:
+        if not acks:
+            return []
+        with self.db.write() as (conn, now):
+            lost, wake = self._apply_acks(conn, now, acks)
+        self._publish(wake)
+        return lost
+
+    def ack_and_admit(
+        self, acks: Sequence[AckRequest], worker_id: str, queues: Sequence[str],
+        capacity: int, lease_ms: int = 30_000, quantum: int | None = None,
+    ) -> tuple[list[str], list[Claim]]:
+        """ack_many then admit in ONE transaction: a busy worker's steady state (finish
+        a few, take a few) costs one commit instead of two."""
+        admission.validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
+        with self.db.write() as (conn, now):
+            # Every queue this transaction touches, locked up front in one sorted pass.
+            conn.dialect.lock_queues(conn, sorted({a.claim.job.queue for a in acks} | set(queues)))
+            lost, wake = self._apply_acks(conn, now, acks)
+            claims = admission.admit(conn, now, worker_id, queues, capacity, lease_ms, quantum)
+        self._publish(wake)
+        return lost, claims
+
+    @staticmethod
+    def _apply_acks(conn: Any, now: int, acks: Sequence[AckRequest]) -> tuple[list[str], set[str]]:
+        history: dict[str, dict[str, int]] = {}
+        # Queue locks first, then rows in id order (see lifecycle.lock_job_queues).
+        conn.dialect.lock_queues(conn, sorted({a.claim.job.queue for a in acks}))
+        lost, wake = lifecycle.ack_many(conn, now, acks, history) if acks else ([], set())
+        bump_history(conn, now, history)
+        return lost, wake
+
+    def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[Claim]:
+        check_int("lease_ms", lease_ms, 1)
+        if not claims:
+            return []
+        with self.db.write() as (conn, now):
+            return lifecycle.renew(conn, now, claims, lease_ms)
+
+    def release(self, claims: Sequence[Claim]) -> int:
+        if not claims:
+            return 0
+        with self.db.write() as (conn, now):
+            released, queues = lifecycle.release(conn, now, claims)
+        self._publish(queues)
+        return released
+
+    def report_progress(self, claim: Claim, current: int, total: int,
+                        message: str | None = None) -> None:
+        with self.db.write() as (conn, now):
+            lifecycle.write_progress(conn, now, claim, current, total, message)
+
+    def write_output(self, claim: Claim, data: bytes, schema_version: int = 1) -> None:
+        with self.db.write() as (conn, now):
+            lifecycle.write_output(conn, now, claim, data, schema_version)
+
+    # -- duties ------------------------------------------------------------------------
+    def reclaim_expired(self, limit: int = 1000) -> int:
+        check_int("limit", limit, 1)
+        with self.db.write() as (conn, now):
+            count, queues = lifecycle.reclaim_expired(conn, now, limit, self.crash_limit)
+        self._publish(queues)
+        return count
+
+    def promote_due(self, limit: int = 1000) -> int:
+        check_int("limit", limit, 1)
+        with self.db.write() as (conn, now):
+            count, queues = lifecycle.promote_due(conn, now, limit)
+        self._publish(queues)
+        return count
+
+    def evict_retained(self, limit: int = 1000) -> int:
+        check_int("limit", limit, 1)
+        with self.db.write() as (conn, now):
+            return lifecycle.evict_retained(conn, now, limit)
+
+    def prune_uniques(self, limit: int = 1000) -> int:
+        check_int("limit", limit, 1)
+        with self.db.write() as (conn, now):
+            return uniques.prune_expired(conn, now, limit)
+
+    def prune_orphan_uniques(self, limit: int = 1000) -> int:
+        check_int("limit", limit, 1)
+        with self.db.write() as (conn, now):
+            return uniques.sweep_orphans(conn, now, limit)
+
+    def unique_key_counts(self) -> dict[str, Any]:
+        with self.db.read() as conn:
+            return {**uniques.counts(conn, self.now_ms()),
+                    "orphans": uniques.orphan_sweep_state(conn)}
+
+    def prune_history(self, older_than_ms: int, limit: int = 1000) -> int:
+        check_int("older_than_ms", older_than_ms, 0)
+        check_int("limit", limit, 1)
+        with self.db.write() as (conn, now):
+            return buckets.prune_older(conn, now - older_than_ms, limit)
+
+    def history_bucket_counts(self, older_than_ms: int) -> dict[str, dict[str, Any]]:
+        check_int("older_than_ms", older_than_ms, 0)
+        with self.db.read() as conn:
+            return buckets.counts(conn, self.now_ms() - older_than_ms)
+
+    def latency_histograms(self, since_ms: int) -> list[tuple[str, int, str, int, int, int]]:
+        with self.db.read() as conn:
+            return latency.rows_since(conn, since_ms)
+
+    def claim_duty(self, name: str, holder: str, ttl_ms: int) -> bool:
+        with self.db.write() as (conn, now):
+            return control.claim_duty(conn, now, name, holder, ttl_ms)
+
+    def renew_duty(self, name: str, holder: str, ttl_ms: int) -> bool:
+        with self.db.write() as (conn, now):
+            return control.renew_duty(conn, now, name, holder, ttl_ms)
+
+    def release_duty(self, name: str, holder: str) -> None:
+        with self.db.write() as (conn, _):
+            control.release_duty(conn, name, holder)
+
+    def duty_holders(self) -> list[dict[str, Any]]:
+        return [
+            {"name": n, "holder": h, "expires_at_ms": e}
+            for n, h, e in self.db.query("SELECT name, holder, expires_at_ms FROM duties")
+        ]
+
+    # -- workers -----------------------------------------------------------------------
+    def heartbeat(self, worker: dict[str, Any], running: Sequence[Claim] = ()) -> dict[str, Any]:
+        with self.db.write() as (conn, now):
+            return control.heartbeat(conn, now, worker, running)
+
+    def signal_worker(self, worker_id: str, command: str | None) -> None:
+        with self.db.write() as (conn, _):
+            control.signal_worker(conn, worker_id, command)
+
+    def list_workers(self, within_ms: int) -> list[dict[str, Any]]:
+        with self.db.read() as conn:
+            return inspection.list_workers(conn, self.now_ms(), within_ms)
+
+    def remove_worker(self, worker_id: str) -> None:
+        with self.db.write() as (conn, _):
+            conn.execute("DELETE FROM workers WHERE worker_id = ?", (worker_id,))
+
+    # -- operator control --------------------------------------------------------------
+    def operator_retry(self, job_id: str) -> None:
+        with self.db.write() as (conn, now):
+            queue = control.operator_retry(conn, now, job_id)
+        self._publish(queue)
+
+    def operator_cancel(self, job_id: str) -> None:
+        with self.db.write() as (conn, now):
+            queue = control.operator_cancel(conn, now, job_id)
+        self._publish(queue)
+
+    def delete_job(self, job_id: str) -> None:
+        with self.db.write() as (conn, _):
+            queue = control.delete_job(conn, job_id)
+        self._publish(queue)
+
+    def promote_job(self, job_id: str) -> None:
+        with self.db.write() as (conn, now):
+            queue = control.promote_job(conn, now, job_id)
+        self._publish(queue)
+
+    def reschedule_job(self, job_id: str, scheduled_at_ms: int) -> None:
+        with self.db.write() as (conn, now):
+            queue = control.reschedule_job(conn, now, job_id, scheduled_at_ms)
+        self._publish(queue)
+
+    def edit_payload(self, job_id: str, payload: bytes, schema_version: int,
+                     fingerprint: str) -> None:
+        with self.db.write() as (conn, _):
+            queue = control.edit_payload(conn, job_id, payload, schema_version, fingerprint)
+        self._publish(queue)
+
+    def quarantine_list(self) -> list[dict[str, Any]]:
+        with self.db.read() as conn:
+            return inspection.quarantine_list(conn)
+
+    def quarantine_release(self, fingerprint: str) -> int:
+        with self.db.write() as (conn, now):
+            released, queues = control.quarantine_release(conn, now, fingerprint)
+        self._publish(queues)
+        return released
+
+    def set_queue_paused(self, queue: str, paused: bool) -> None:
+        with self.db.write() as (conn, now):
+            control.set_queue(conn, now, queue, "paused", int(bool(paused)))
+        self._publish(queue)
+
+    def set_queue_weight(self, queue: str, weight: int) -> None:
+        check_int("weight", weight, 1)
+        with self.db.write() as (conn, now):
+            control.set_queue(conn, now, queue, "weight", weight)
+        self._publish(queue)
+
+    def set_enqueue_limit(self, queue: str, limit: int | None) -> None:
+        if limit is not None:
+            check_int("max_unfinished_jobs", limit, 0)
+        with self.db.write() as (conn, now):
+            control.set_queue(conn, now, queue, "max_unfinished_jobs", limit)
+        self._publish(queue)
+
+    def upsert_rate_class(self, name: str, limit: int, window_ms: int,
+                          burst: int | None = None, paused: bool = False) -> None:
+        with self.db.write() as (conn, now):
+            control.upsert_rate_class(conn, now, name, limit, window_ms, burst, paused)
+        self.activity.publish(())
+
+    def rate_classes(self) -> list[dict[str, Any]]:
+        with self.db.read() as conn:
+            return inspection.rate_classes(conn, self.now_ms())
+
+    def upsert_concurrency_limit(self, name: str, queue: str, max_concurrent: int,
+                                 on_saturated: str = "queue") -> None:
+        with self.db.write() as (conn, now):
+            control.upsert_concurrency_limit(conn, now, name, queue, max_concurrent,
+                                             on_saturated)
+        self._publish(queue)
+
+    def delete_rate_class(self, name: str, force: bool = False) -> int:
+        with self.db.write() as (conn, _now):
+            waiting = control.delete_rate_class(conn, name, force)
+        self.activity.publish(())
+        return waiting
+
+    def delete_concurrency_limit(self, name: str, force: bool = False) -> int:
+        with self.db.write() as (conn, _now):
+            governed, queue = control.delete_concurrency_limit(conn, name, force)
+        self._publish(queue)
+        return governed
+
+    def concurrency_limits(self) -> list[dict[str, Any]]:
+        with self.db.read() as conn:
+            return inspection.concurrency_limits(conn)
+
+    # -- inspection --------------------------------------------------------------------
+    def get_job(self, job_id: str, include_payload: bool = False) -> Job | None:
+        with self.db.read() as conn:
+            return inspection.get_job(conn, job_id, include_payload)
+
+    def get_result(self, job_id: str) -> Blob | None:
+        with self.db.read() as conn:
+            return inspection.get_result(conn, job_id)
+
+    def get_output(self, job_id: str) -> Blob | None:
+        with self.db.read() as conn:
+            return inspection.get_output(conn, job_id)
+
+    def get_progress(self, job_id: str) -> Progress | None:
+        with self.db.read() as conn:
+            return inspection.get_progress(conn, job_id)
+
+    def list_jobs(self, filter: JobFilter, cursor: str | None = None, limit: int = 50,
+                  include_payload: bool = False) -> JobPage:
+        with self.db.read() as conn:
+            return job_pages.list_jobs(conn, self.now_ms(), filter, cursor, limit,
+                                       include_payload)
+
+    def counts(self, queue: str | None = None) -> dict[str, int]:
+        with self.db.read() as conn:
+            return inspection.counts(conn, queue)
+
+    def queue_stats(self) -> list[dict[str, Any]]:
+        with self.db.read() as conn:
+            return inspection.queue_stats(conn, self.now_ms())
+
+    def partitions(self, queue: str) -> list[dict[str, Any]]:
+        check_text("queue", queue)
+        with self.db.read() as conn:
+            return inspection.partitions(conn, queue)
+
+    def history(
+        self, queue: str, since_ms: int, bucket_ms: int = HISTORY_BUCKET_MS
+    ) -> list[dict[str, Any]]:
+        with self.db.read() as conn:
+            return inspection.history(conn, queue, since_ms, bucket_ms)
+
+    def history_counters(self, since_ms: int) -> dict[str, dict[int, tuple[int, ...]]]:
+        with self.db.read() as conn:
+            return inspection.history_counters(conn, since_ms)

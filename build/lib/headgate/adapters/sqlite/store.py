@@ -1,0 +1,62 @@
+"""SqliteStore: the embedded adapter (one file, one box, nothing else to run)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+from headgate.adapters.sql.store import SqlStore
+from headgate.core import Envelope, InvalidInput, StoreUnavailable
+from headgate.store.activity import ActivityHub
+
+from .connection import Database, now_ms
+
+
+class SqliteStore(SqlStore):
+    backend = "sqlite"
+
+    def __init__(self, path: str, *, migrate: bool = True, busy_timeout_ms: int = 5_000,
+                 crash_limit: int = 3) -> None:
+        if path != ":memory:":
+            # A missing directory is a typo in the path, not a request for a new tree:
+            # refused before SQLite creates anything (a file in an existing one is made).
+            parent = Path(path).parent
+            if not parent.is_dir():
+                raise StoreUnavailable(
+                    f"store unavailable: directory {str(parent)!r} does not exist")
+        self.path = path
+        self.db = Database(path, busy_timeout_ms)
+        self.activity = ActivityHub()
+        self.crash_limit = crash_limit
+        if migrate:
+            self.db.migrate()
+
+    def enqueue_many_in(self, conn: sqlite3.Connection,
+                        envelopes: Sequence[Envelope]) -> list[str]:
+        """Enqueue inside a write transaction this store opened (idempotent_write's
+        `conn`): committed with it or not at all. The caller wakes in-process waiters
+        after its commit; other processes see the commit itself."""
+        if conn is not self.db.connection() or not conn.in_transaction:
+            raise InvalidInput("conn= must be a write transaction of this SQLite store")
+        envs = [e if e.fingerprint and e.id else e.validated() for e in envelopes]
+        if not envs:
+            return []
+        result = self._enqueue(conn, self.now_ms(), envs)
+        if result.duplicate is not None:
+            raise result.duplicate
+        return result.ids
+
+    def capabilities(self) -> tuple[str, ...]:
+        return ("inspect",)
+
+    def change_token(self) -> object:
+        """A value that changes when anything may have been committed (other processes
+        included): what idle workers and live views check between polls."""
+        if self.path == ":memory:":
+            return 0  # one connection's private database: nothing else commits to it
+        return self.db.data_version()
+
+    def now_ms(self) -> int:
+        """The process clock, read by whoever holds the write lock: one order for all."""
+        return now_ms()

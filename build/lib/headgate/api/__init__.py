@@ -1,0 +1,106 @@
+"""The control API (SPEC §10): a Flask blueprint at `/api/v1` implementing the seed
+contract route by route, plus `/metrics` and `/readyz` at the top level.
+
+Modules follow the API's seams: `errors` (envelope, store-error mapping), `params`
+(body/query parsing with the seed's normalized rejections), `auth` (tokens, read-only),
+`idempotency` (Idempotency-Key storage and replay), then the route groups — `jobs`,
+`queues`, `policy`, `workers`, `periodic`, `operations` (bulk + runner), `events`
+(SSE), `system`, `openapi` — and `metrics`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import flask
+from werkzeug.exceptions import HTTPException
+
+from headgate.config import Settings
+from headgate.web import auth_throttle
+from headgate.web.globals import get_store
+from headgate.web.segments import Segment, keep_encoded_slashes
+
+from . import events as _events
+
+# Route modules register on the blueprint when imported.
+from . import (  # noqa: F401
+    jobs,
+    openapi,
+    operations,
+    periodic,
+    policy,
+    queues,
+    system,
+    workers,
+)
+from .auth import TokenSet
+from .blueprint import api_path_checks, bp
+from .context import API_KEY, ApiHooks, ApiState, api_state
+from .errors import handle_http_exception
+from .metrics import Metrics, ops_bp
+
+# A 1 MiB payload is ~1.4 MB of base64; the rest of an envelope fits in the margin.
+MAX_CONTENT_LENGTH = 2 * 1024 * 1024 + 256 * 1024
+
+__all__ = ["ApiHooks", "MAX_CONTENT_LENGTH", "bp", "init_app", "on_store_ready", "shutdown"]
+
+
+def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None, *,
+             background: bool = True) -> None:
+    """Mount the API on `app`. `background=False` skips the operations runner thread
+    (for an embedding app whose duty runner calls `store.run_operations_batch`)."""
+    state = ApiState(
+        settings=settings,
+        hooks=hooks or ApiHooks(),
+        tokens=TokenSet.from_settings(settings),
+        read_only=settings.read_only,
+    )
+    app.extensions[API_KEY] = state
+    auth_throttle.install(app, settings.auth_failures_per_minute)
+    app.extensions["headgate.api.background"] = background
+    if app.config.get("MAX_CONTENT_LENGTH") is None:  # Flask's default is unlimited
+        app.config["MAX_CONTENT_LENGTH"] = MAX_CONTENT_LENGTH
+    # Names holding `/` are one path segment, as in the seed (headgate/web/segments.py).
+    app.url_map.converters["segment"] = Segment
+    app.url_map.converters["job_id"] = jobs.JobId
+    app.wsgi_app = keep_encoded_slashes(app.wsgi_app)  # type: ignore[method-assign]
+    # Every answer under /api/ is JSON or empty: no slash-merging redirect, no OPTIONS.
+    app.before_request(api_path_checks)
+    app.register_blueprint(bp)
+    app.register_blueprint(ops_bp)
+    # App-wide only for routing errors (404/405/413 under /api/ become JSON; other paths
+    # keep Flask's pages). Unexpected exceptions are caught by the API's own blueprints,
+    # so the dashboard's errors still propagate the way Flask normally handles them.
+    app.register_error_handler(HTTPException, handle_http_exception)
+
+    state.metrics = Metrics(lambda: get_store(app), int(time.time() * 1000))
+    app.before_request(state.metrics.before_request)
+    app.after_request(state.metrics.after_request)
+
+
+def on_store_ready(app: flask.Flask, store: object) -> None:
+    """Start what needs the store: the SSE broadcaster and the operations runner."""
+    state = api_state(app)
+    if state.broadcaster is None:
+        # SQLite's signal hears only this process: the broadcaster also watches the
+        # store for commits of workers and producers elsewhere.
+        state.broadcaster = _events.EventBroadcaster(
+            store.activity,  # type: ignore[attr-defined]
+            foreign=_events.ForeignChanges.of(store),
+        )
+    if state.runner is None and app.extensions.get("headgate.api.background", True):
+        state.runner = operations.OperationsRunner(store)  # type: ignore[arg-type]
+        state.runner.start()
+
+
+def shutdown(app: flask.Flask) -> None:
+    """Stop the API's threads (before the store is closed)."""
+    state = app.extensions.get(API_KEY)
+    if state is None:
+        return
+    if state.runner is not None:
+        state.runner.stop()
+        state.runner = None
+    if state.broadcaster is not None:
+        state.broadcaster.stop()
+        state.broadcaster = None

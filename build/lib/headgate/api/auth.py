@@ -1,0 +1,89 @@
+"""Who is calling: bearer API tokens (SPEC §10 Auth) and read-only enforcement.
+
+Tokens come from Settings (HG_API_TOKENS, HG_API_READ_TOKENS, HG_API_TOKENS_FILE).
+When any is configured, every /api/v1 route except healthz needs one — in the
+Authorization header only: a token in a query string ends up in access logs, proxy
+logs and browser history, so one sent that way is refused outright rather than ignored.
+Comparison is constant-time and runs over every configured token, so neither timing
+nor early exit tells a caller how close a guess was. Only a SHA-256 prefix of a token
+is ever kept beyond the comparison (as the caller's identity).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+
+import flask
+
+from headgate.config import Settings
+from headgate.web import auth_throttle
+
+from .errors import ApiError
+
+# Query parameters that look like credentials; refused when tokens are configured.
+QUERY_TOKEN_NAMES = ("access_token", "token", "api_token", "api_key", "bearer")
+ANONYMOUS = "anonymous"
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """The authenticated caller. `identity` scopes idempotency keys and is the default
+    enqueue identity; `read_only` callers may only GET."""
+
+    identity: str
+    read_only: bool = False
+    authenticated: bool = False
+
+
+@dataclass(frozen=True)
+class TokenSet:
+    full: tuple[bytes, ...] = ()
+    read_only: tuple[bytes, ...] = ()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TokenSet:
+        return cls(
+            tuple(t.encode() for t in settings.api_tokens),
+            tuple(t.encode() for t in getattr(settings, "api_read_tokens", ())),
+        )
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.full or self.read_only)
+
+    def match(self, presented: str) -> Caller | None:
+        candidate = presented.encode("utf-8", "surrogateescape")
+        found: Caller | None = None
+        # No early exit: every configured token is compared.
+        for read_only, tokens in ((False, self.full), (True, self.read_only)):
+            for token in tokens:
+                if hmac.compare_digest(candidate, token) and found is None:
+                    digest = hashlib.sha256(token).hexdigest()[:16]
+                    found = Caller(f"token:{digest}", read_only=read_only,
+                                   authenticated=True)
+        return found
+
+
+def authenticate(tokens: TokenSet) -> Caller:
+    """The caller of the current request, or ApiError 401."""
+    if not tokens.enabled:
+        return Caller(ANONYMOUS)
+    request = flask.request
+    challenge = {"WWW-Authenticate": 'Bearer realm="headgate"'}
+    if any(name in request.args for name in QUERY_TOKEN_NAMES):
+        raise ApiError(401, "API tokens are not accepted in query strings; "
+                            "send Authorization: Bearer <token>", headers=challenge)
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if not header:
+        raise ApiError(401, "missing bearer token", headers=challenge)
+    if wait := auth_throttle.wait_s():
+        raise ApiError(429, f"too many failed token attempts; retry in {wait} s",
+                       headers={"Retry-After": str(wait)})
+    caller = tokens.match(value.strip()) if scheme.lower() == "bearer" else None
+    if caller is None:
+        auth_throttle.record_failure()
+        raise ApiError(401, "invalid bearer token", headers=challenge)
+    return caller

@@ -1,0 +1,168 @@
+"""Idempotency-Key on every mutating request (SPEC §10).
+
+Presence is required (400 otherwise), and the first successful response is stored in
+the database and replayed verbatim — status, body and the headers that carry meaning —
+for a retry with the same key within 24 h: a double-clicked Retry or a proxy retrying
+a POST must not act twice, even across a restart or onto another serve process.
+
+Decisions where the seed is silent:
+- Keys are scoped per (caller identity, method, path and query, key): a replay can only
+  ever return a response to the same caller's same request, never another caller's.
+- Only 2xx responses are stored. A failed request changed nothing, so a retry with the
+  same key runs again (a 429 or 503 may well succeed later).
+- The same key with a different body is 422; a retry while the first is still running
+  is 409 with Retry-After (IETF draft-ietf-httpapi-idempotency-key-header).
+- Replays carry `Idempotent-Replayed: true`. Enqueue (and periodic run) replays also
+  say `"replayed": true` in the body, as the seed's enqueue replay answer does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+import flask
+
+from .context import caller, idempotency_key, store
+from .errors import ApiError
+
+log = logging.getLogger("headgate.api")
+
+MUTATING = frozenset({"POST", "PUT", "DELETE"})
+MAX_KEY_LENGTH = 255
+# Endpoints whose replay answer says so in the body (the seed's enqueue contract).
+REPLAY_MARKED = frozenset({"api.enqueue", "api.run_periodic"})
+# Response headers worth replaying; Date, Server and lengths are recomputed.
+STORED_HEADERS = ("Content-Type", "X-Released-Jobs", "Location", "Retry-After")
+_SCOPE = "headgate_idempotency_scope"
+
+
+def scope_key(key: str) -> str:
+    request = flask.request
+    parts = (
+        caller().identity,
+        request.method,
+        request.path,
+        request.query_string.decode("latin-1"),
+        key,
+    )
+    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def request_hash() -> str:
+    request = flask.request
+    digest = hashlib.sha256(request.mimetype.encode("latin-1", "replace") + b"\n")
+    digest.update(request.get_data(cache=True))
+    return digest.hexdigest()
+
+
+def require_key() -> str:
+    key = idempotency_key()
+    if not key:
+        raise ApiError(400, "Idempotency-Key header is required on every mutating request")
+    if len(key) > MAX_KEY_LENGTH:
+        raise ApiError(400, f"Idempotency-Key must be at most {MAX_KEY_LENGTH} characters")
+    return key
+
+
+# Routes that claim their key themselves, in the same transaction as their action where
+# they can (one commit per request); the blueprint's hook only checks the header.
+OWN_TRANSACTION = frozenset({"api.enqueue"})
+
+
+def before_mutation() -> flask.Response | None:
+    """Claim the key, or answer with the stored response (None: go on and handle it)."""
+    require_key()
+    if flask.request.endpoint in OWN_TRANSACTION:
+        return None
+    return claim()
+
+
+def claim() -> flask.Response | None:
+    """The key claimed in its own transaction (completed by after_request), or the
+    stored answer to give instead."""
+    scope = scope_key(require_key())
+    wanted = request_hash()
+    record = store().idempotency_begin(scope, wanted)
+    if record is None:
+        setattr(flask.g, _SCOPE, scope)
+        return None
+    return answer_existing(record, wanted)
+
+
+def answer_existing(record: dict, wanted: str) -> flask.Response:
+    """A key that has a record: its replay, or why it cannot be replayed."""
+    if record["request_hash"] != wanted:
+        raise ApiError(422, "Idempotency-Key was already used with a different request")
+    if record["state"] != "done":
+        raise ApiError(409, "a request with this Idempotency-Key is still in progress",
+                       headers={"Retry-After": "1"})
+    return replay(record)
+
+
+def stored_parts(response: flask.Response) -> tuple[int, dict[str, str], bytes]:
+    """What a replay of `response` needs: status, the meaningful headers, the body."""
+    headers = {k: v for k in STORED_HEADERS if (v := response.headers.get(k))}
+    return response.status_code, headers, response.get_data()
+
+
+def unclaimed_error(error: Exception) -> Exception | flask.Response:
+    """For an OWN_TRANSACTION route whose input was refused before its transaction:
+    what the key says first (replay, 422 for another body, 409), as if the key had been
+    claimed before the input was read; otherwise the input's own error."""
+    scope = scope_key(require_key())
+    wanted = request_hash()
+    record = store().idempotency_begin(scope, wanted)
+    if record is None:
+        store().idempotency_abort(scope)
+        return error
+    return answer_existing(record, wanted)
+
+
+def replay(record: dict) -> flask.Response:
+    body: bytes = record["body"]
+    headers = dict(record["headers"])
+    status = int(record["status"])
+    if flask.request.endpoint in REPLAY_MARKED and 200 <= status < 300 and body:
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            doc["replayed"] = True
+            body = (flask.json.dumps(doc) + "\n").encode()
+    resp = flask.Response(body, status=status)
+    # The stored Content-Type only, never Werkzeug's default; and none on an empty body
+    # (a key stored before empty answers went bare may still say `text/html`).
+    del resp.headers["Content-Type"]
+    if not body:
+        headers.pop("Content-Type", None)
+    for name, value in headers.items():
+        resp.headers[name] = value
+    resp.headers["Idempotent-Replayed"] = "true"
+    return resp
+
+
+def after_request(response: flask.Response) -> flask.Response:
+    scope = flask.g.pop(_SCOPE, None)
+    if scope is None:
+        return response
+    try:
+        if 200 <= response.status_code < 300 and not response.is_streamed:
+            store().idempotency_complete(scope, *stored_parts(response))
+        else:
+            store().idempotency_abort(scope)
+    except Exception:  # noqa: BLE001 - the action happened; the response must still go out
+        log.warning("could not record the Idempotency-Key outcome", exc_info=True)
+    return response
+
+
+def teardown(_exc: BaseException | None) -> None:
+    """A request that died before after_request releases its key for a retry."""
+    scope = flask.g.pop(_SCOPE, None)
+    if scope is not None:
+        try:
+            store().idempotency_abort(scope)
+        except Exception:  # noqa: BLE001 - best effort; the row goes stale in 60 s anyway
+            log.warning("could not release an Idempotency-Key", exc_info=True)

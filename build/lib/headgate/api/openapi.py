@@ -1,0 +1,676 @@
+"""GET /api/v1/openapi.json: the OpenAPI 3.1 document of this API, written by hand.
+
+Kept true by tests: it must validate, every registered /api/v1 route must be in it
+(and nothing else), and a schemathesis run against the live app checks responses
+against these schemas. Operations are declared in one table; the conventions every
+operation shares (auth, read-only, Idempotency-Key, body and query rejections, store
+outages) are added by `_operation` so they cannot be forgotten on one route.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import flask
+
+from .blueprint import bp, json_response
+
+I32 = {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1}
+I64 = {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1}
+U32 = {"type": "integer", "minimum": 0, "maximum": 2**32 - 1}
+U64 = {"type": "integer", "minimum": 0, "maximum": 2**64 - 1}
+STR = {"type": "string"}
+BOOL = {"type": "boolean"}
+INT = {"type": "integer"}
+NUM = {"type": "number"}
+B64 = {"type": "string", "contentEncoding": "base64"}
+# Durations added to store time: at most 2^62 ms, so the sum stays a 64-bit integer.
+DURATION = {"type": "integer", "minimum": 0, "maximum": 2**62}
+POSITIVE_U32 = {**U32, "minimum": 1}
+# schema_version and max_attempts are 32-bit signed columns on PostgreSQL.
+VERSION = {**U32, "minimum": 1, "maximum": 2**31 - 1}
+# max_attempts on enqueue and schedule upsert: 0 is "not set", as in the seed.
+MAX_ATTEMPTS_IN = {**VERSION, "minimum": 0, "description": "0 (or absent) means 25."}
+QUEUE_IN = {**STR, "description": "\"\" (or absent) means `default`."}
+
+
+def one_of(*values: str, null: bool = False) -> dict[str, Any]:
+    if null:
+        return {"type": ["string", "null"], "enum": [*values, None]}
+    return {"type": "string", "enum": list(values)}
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(schema)
+    t = out.get("type")
+    if isinstance(t, str):
+        out["type"] = [t, "null"]
+    elif "$ref" in out:
+        return {"anyOf": [out, {"type": "null"}]}
+    return out
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def obj(props: dict[str, Any], required: list[str] | None = None, *,
+        extra: bool = True, desc: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "properties": props}
+    if required:
+        out["required"] = required
+    if not extra:
+        out["additionalProperties"] = False
+    if desc:
+        out["description"] = desc
+    return out
+
+
+def arr(items: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": items}
+
+
+STATES = ["pending", "scheduled", "available", "running", "retryable", "completed",
+          "archived", "cancelled", "quarantined", "undecodable"]
+COUNTS = obj({s: INT for s in STATES}, STATES)
+
+SCHEMAS: dict[str, Any] = {
+    "Error": obj({"error": STR}, ["error"], desc=(
+        "The error envelope. Structured errors add fields: 409 duplicate "
+        "(`existing_id`, `replaced`), 423 (`fingerprint`), 429 (`queue`, `limit`, "
+        "`current`, `incoming`), 403 enqueue forbidden (`kind`), 503 circuit "
+        "(`retry_after_ms`, `state`).")),
+    "DuplicateError": obj({"error": {"const": "duplicate unique key"},
+                           "existing_id": STR, "replaced": BOOL},
+                          ["error", "existing_id", "replaced"]),
+    "QuarantinedError": obj({"error": {"const": "fingerprint is quarantined"},
+                             "fingerprint": STR}, ["error", "fingerprint"]),
+    "BackpressureError": obj({"error": {"const": "enqueue backpressure"}, "queue": STR,
+                              "limit": INT, "current": INT, "incoming": INT},
+                             ["error", "queue", "limit", "current", "incoming"]),
+    "ForbiddenError": obj({"error": STR, "kind": STR}, ["error"]),
+    "UnavailableError": obj({"error": STR, "retry_after_ms": INT,
+                             "state": {"enum": ["closed", "open", "half_open"]}},
+                            ["error"]),
+    "Counts": COUNTS,
+    "AttemptError": obj({"attempt": INT, "at_ms": INT, "error": STR, "logs": arr(STR),
+                         "worker": nullable(STR), "outcome": STR}),
+    "Job": obj({
+        "id": STR, "kind": STR, "queue": STR, "state": {"enum": STATES},
+        "schema_version": INT, "priority": INT, "attempt": INT, "crash_attempt": INT,
+        "orphaned": BOOL, "max_attempts": INT, "partition_key": STR, "rate_class": STR,
+        "sticky_worker": STR, "weight": INT, "fingerprint": STR, "enqueued_at_ms": INT,
+        "scheduled_at_ms": INT,
+        "periodic_origin": nullable(obj({"schedule_id": STR, "tick_ms": nullable(INT)},
+                                        ["schedule_id", "tick_ms"])),
+        "finalized_at_ms": nullable(INT), "errors": arr(ref("AttemptError")),
+        "tags": arr(STR), "attempted_at_ms": nullable(INT), "worker_id": nullable(STR),
+        "lease_expires_at_ms": nullable(INT), "fence": INT, "retention_ms": INT,
+        "headers": {"type": "object", "additionalProperties": STR},
+        "cancel_requested": BOOL,
+        "payload": {**B64, "description": "Only with include_payload=true."},
+    }, ["id", "kind", "queue", "state", "schema_version", "priority", "attempt",
+        "crash_attempt", "orphaned", "max_attempts", "partition_key", "rate_class",
+        "sticky_worker", "weight", "fingerprint", "enqueued_at_ms", "scheduled_at_ms",
+        "periodic_origin", "finalized_at_ms", "errors", "tags"]),
+    "JobList": obj({"jobs": arr(ref("Job")), "next_cursor": nullable(STR),
+                    "count_is_approximate": BOOL},
+                   ["jobs", "next_cursor", "count_is_approximate"]),
+    "EnqueueRequest": obj({
+        "kind": {**STR, "minLength": 1, "maxLength": 128, "description": "1..128 characters."},
+        "schema_version": nullable(VERSION), "payload": B64, "queue": nullable(QUEUE_IN),
+        "priority": nullable(I32), "partition_key": nullable(STR), "rate_class": nullable(STR),
+        "weight": nullable({**POSITIVE_U32, "description": "weight must be >= 1."}),
+        "scheduled_at_ms": nullable({**I64, "minimum": 0}), "unique_key": nullable(B64),
+        "unique_window_ms": nullable(DURATION), "unique_replace": nullable(U32),
+        "unique_debounce_ms": nullable(DURATION), "unique_exclude_kind": BOOL,
+        "tags": arr(STR), "pending": BOOL, "sticky_worker": STR,
+        "max_attempts": nullable(MAX_ATTEMPTS_IN), "retention_ms": nullable(DURATION),
+        "id": nullable(STR),
+        "headers": {"type": "object", "additionalProperties": STR},
+    }, ["kind", "payload"], desc=(
+        "Absent optional fields take the envelope defaults (queue `default`, priority 0, "
+        "weight 1, max_attempts 25, store retention); so do `queue: \"\"` and "
+        "`max_attempts: 0`, as in the seed. Without `unique_key` the "
+        "Idempotency-Key is the dedup key.")),
+    "EnqueueResponse": obj({"id": STR, "replayed": {"const": True}}, ["id"]),
+    "ActionsRequest": obj({"action": {**one_of("retry", "cancel", "delete", "archive"),
+                                      "description": "archive is rejected per id"},
+                           "ids": {**arr(STR), "maxItems": 1000}}, ["action", "ids"]),
+    "ActionsResult": obj({"succeeded": arr(STR),
+                          "failed": arr(obj({"id": STR, "reason": STR}, ["id", "reason"]))},
+                         ["succeeded", "failed"]),
+    "BulkSelector": obj({"queue": nullable(STR), "state": nullable(STR),
+                         "kind": nullable(STR), "partition_key": nullable(STR),
+                         "older_than_ms": nullable(I64)},
+                        desc="At least one field must be set."),
+    "BulkRequest": obj({"action": one_of("retry", "cancel", "delete"),
+                        "selector": ref("BulkSelector"), "dry_run": BOOL},
+                       ["action", "selector"]),
+    "Operation": obj({
+        "id": STR, "status": {"enum": ["queued", "running", "done", "failed"]},
+        "affected": INT, "total_estimated": nullable(INT), "dry_run": BOOL,
+        "error": nullable(STR), "action": STR, "selector": {"type": "object"},
+        "total_capped": BOOL, "created_at_ms": INT, "finished_at_ms": nullable(INT),
+    }, ["id", "status", "affected", "total_estimated", "dry_run", "error"]),
+    "QuietGroups": obj({
+        "arrival_rate": nullable(NUM), "drain_rate": nullable(NUM),
+        "time_to_drain_ms": nullable(INT), "oldest_available_ms": nullable(INT),
+        "noisy_partitions": INT, "approximate": BOOL,
+    }, ["arrival_rate", "drain_rate", "time_to_drain_ms", "oldest_available_ms",
+        "noisy_partitions", "approximate"]),
+    "Queue": obj({
+        "queue": STR, "weight": INT, "unfinished_jobs": INT,
+        "max_unfinished_jobs": nullable(INT), "by_state": COUNTS, "arrival_rate": NUM,
+        "drain_rate": NUM, "time_to_drain_ms": nullable(INT),
+        "oldest_available_ms": nullable(INT), "quiet_groups": ref("QuietGroups"),
+        "paused": BOOL, "memory_bytes": nullable(INT), "memory_sampled_at_ms": nullable(INT),
+        "count_is_approximate": BOOL,
+        "drain_trend": {"enum": ["empty", "paused", "stalled", "steady", "draining",
+                                 "growing"]},
+    }, ["queue", "weight", "unfinished_jobs", "max_unfinished_jobs", "by_state",
+        "arrival_rate", "drain_rate", "time_to_drain_ms", "oldest_available_ms",
+        "quiet_groups", "paused", "memory_bytes", "count_is_approximate"]),
+    "HistoryBucket": obj({
+        "at_ms": INT, "arrived": INT, "completed": INT, "failed": INT, "depth": nullable(INT),
+        "admission_rejections": obj({"rate_class": INT, "concurrency_limit": INT,
+                                     "quarantine": INT}),
+    }, ["at_ms", "arrived", "completed"]),
+    "Result": obj({"schema_version": INT, "bytes": B64}, ["schema_version", "bytes"]),
+    "Output": obj({"schema_version": INT, "bytes": B64, "fence": INT, "updated_at_ms": INT},
+                  ["schema_version", "bytes", "fence", "updated_at_ms"]),
+    "Progress": obj({"current": INT, "total": INT, "message": nullable(STR), "fence": INT,
+                     "updated_at_ms": INT},
+                    ["current", "total", "message", "fence", "updated_at_ms"]),
+    "Explanation": obj({
+        "admissible": BOOL,
+        "blocked_by": {"enum": ["rate_class", "concurrency_limit", "fairness", "quarantine",
+                                "schedule", "queue_paused", None]},
+        "detail": {"type": "object"}, "estimated_admission_ms": nullable(INT),
+    }, ["admissible", "blocked_by", "detail", "estimated_admission_ms"]),
+    "Schedule": obj({
+        "id": STR, "kind": STR, "queue": STR, "spec": STR, "next_run_ms": INT,
+        "last_enqueued_ms": nullable(INT), "on_missed": {"enum": ["skip", "run_once",
+                                                                  "backfill"]},
+        "backfill_limit": INT, "paused": BOOL, "partition_key": STR, "rate_class": STR,
+        "priority": INT, "max_attempts": INT, "retention_ms": INT,
+        "payload": {**B64, "description": "Only with include_payload=true."},
+    }, ["id", "kind", "queue", "spec", "next_run_ms", "last_enqueued_ms", "on_missed",
+        "backfill_limit", "paused", "partition_key", "rate_class", "priority",
+        "max_attempts", "retention_ms"]),
+    "ScheduleRequest": obj({
+        "kind": STR, "spec": {**STR, "description": "`@every:<ms>` or 5/6-field cron, "
+                              "optionally prefixed `CRON_TZ=<zone>`."},
+        "payload": nullable(B64), "queue": nullable(QUEUE_IN),
+        "partition_key": nullable(STR), "rate_class": nullable(STR), "priority": nullable(I32),
+        "max_attempts": nullable(MAX_ATTEMPTS_IN), "retention_ms": nullable(DURATION),
+        "on_missed": one_of("skip", "run_once", "backfill", null=True),
+        "backfill_limit": nullable(U32), "paused": BOOL,
+    }, ["kind", "spec"]),
+    "ScheduleEvents": obj({
+        "events": arr(obj({
+            "event_id": INT, "schedule_id": STR, "tick_ms": INT, "job_id": nullable(STR),
+            "outcome": {"enum": ["enqueued", "deduplicated", "failed", "skipped"]},
+            "reason": nullable(STR), "recorded_at_ms": INT,
+        }, ["event_id", "schedule_id", "tick_ms", "job_id", "outcome", "reason",
+            "recorded_at_ms"])),
+        "next_cursor": nullable(INT),
+    }, ["events", "next_cursor"]),
+    "RunResponse": obj({"id": STR, "replayed": {"const": True}}, ["id"]),
+    "Worker": obj({
+        "worker_id": STR, "host": STR, "pid": INT, "queues": arr(STR), "concurrency": INT,
+        "started_at_ms": INT, "heartbeat_at_ms": INT, "inflight": INT, "polls": INT,
+        "empty_polls": INT, "utilization": NUM, "empty_poll_ratio": NUM,
+        "status": nullable(STR), "pending_signal": nullable(STR),
+    }, ["worker_id", "host", "pid", "queues", "concurrency", "started_at_ms",
+        "heartbeat_at_ms", "inflight", "polls", "empty_polls", "utilization",
+        "empty_poll_ratio"]),
+    "Cluster": obj({
+        "workers": obj({"live": INT, "stale": INT, "total": INT}, ["live", "stale", "total"]),
+        "capacity_total": INT, "inflight_total": INT, "utilization": NUM,
+        "empty_poll_ratio": NUM, "polls_total": INT, "empty_polls_total": INT,
+        "queues": arr(obj({"queue": STR, "live_workers": INT}, ["queue", "live_workers"])),
+    }, ["workers", "capacity_total", "inflight_total", "utilization", "empty_poll_ratio",
+        "polls_total", "empty_polls_total", "queues"]),
+    "SignalRequest": obj({"command": {
+        **one_of("quiet", "resume", "restart", "terminate", "resign", null=True),
+        "description": "null clears"}}),
+    "RateClass": obj({
+        "name": STR, "tokens_available": NUM, "burst": INT, "limit_per_window": INT,
+        "window_ms": INT, "jobs_waiting": INT, "paused": BOOL, "refill_in_ms": nullable(INT),
+    }, ["name", "tokens_available", "burst", "limit_per_window", "window_ms", "jobs_waiting",
+        "paused"]),
+    "RateClassRequest": obj({"limit": {**I64, "minimum": 1},
+                             "window_ms": {**I64, "minimum": 1},
+                             "burst": nullable({**I64, "minimum": 1,
+                                                "description": "default max(limit, 1)"}),
+                             "paused": BOOL}, ["limit", "window_ms"]),
+    "ConcurrencyLimit": obj({"name": STR, "queue": STR, "max_concurrent": INT,
+                             "on_saturated": STR},
+                            ["name", "queue", "max_concurrent", "on_saturated"]),
+    "ConcurrencyLimitRequest": obj({
+        "queue": {**STR, "minLength": 1},
+        "max_concurrent": {**U64, "minimum": 1, "maximum": 2**63 - 1},
+        "on_saturated": one_of("queue", "discard", "cancel_incoming", "cancel_running"),
+    }, ["queue", "max_concurrent", "on_saturated"]),
+    "Partition": obj({"partition_key": STR, "deficit": INT, "waiting": INT, "running": INT},
+                     ["partition_key", "deficit", "waiting"]),
+    "QuarantineEntry": obj({"fingerprint": STR, "kind": STR, "crash_count": INT,
+                            "quarantined_at_ms": INT, "reason": STR},
+                           ["fingerprint", "kind", "crash_count", "quarantined_at_ms",
+                            "reason"]),
+    "Meta": obj({
+        "version": STR, "backend": STR, "capabilities": arr(STR),
+        "limits": obj({"max_page_size": INT, "approximate_count_threshold": INT},
+                      ["max_page_size", "approximate_count_threshold"]),
+        "read_only": BOOL,
+    }, ["version", "backend", "capabilities", "limits"]),
+    "SystemInfo": obj({
+        "version": STR, "backend": STR, "schema_version": INT, "os": STR, "arch": STR,
+        "python_version": STR, "pid": INT, "started_at_ms": INT, "uptime_secs": INT,
+        "read_only": BOOL,
+        "storage": obj({"engine": STR, "path": nullable(STR), "size_bytes": nullable(INT)}),
+        "jobs": obj({"total": INT, "active": INT, "by_state": COUNTS},
+                    ["total", "active", "by_state"]),
+    }, ["version", "backend", "uptime_secs", "jobs"]),
+    "PruneRequest": obj({"older_than_ms": I64, "dry_run": BOOL}, ["older_than_ms"]),
+    "SystemStorage": obj({
+        "engine": STR, "path": nullable(STR), "size_bytes": nullable(INT),
+        "uniques": obj({
+            "rows": INT, "expired": INT,
+            "orphans": obj({"pruned": INT, "passes": INT, "pass_at_ms": nullable(I64)},
+                           ["pruned", "passes", "pass_at_ms"]),
+        }, ["rows", "expired", "orphans"]),
+        "buckets": obj({
+            "retention_ms": I64,
+            **{table: obj({"rows": INT, "expired": INT, "oldest_bucket_ms": nullable(I64)},
+                          ["rows", "expired", "oldest_bucket_ms"])
+               for table in ("history", "latency")},
+        }, ["retention_ms", "history", "latency"]),
+    }, ["engine", "path", "size_bytes", "uniques", "buckets"], desc=(
+        "Unique keys: all kept rows, window keys past their window, and the sweep for "
+        "lifecycle keys whose job was deleted (keys pruned, passes finished, when the "
+        "last pass ended). History and latency buckets: kept, older than the horizon "
+        "(HG_HISTORY_RETENTION_MS), the oldest. The retention duty prunes all of them "
+        "in bounded batches.")),
+    "PruneResult": obj({
+        "dry_run": BOOL, "older_than_ms": INT, "cutoff_ms": INT,
+        "counts": {"type": "object", "additionalProperties": INT}, "total": INT,
+        "deleted": INT,
+    }, ["dry_run", "total", "deleted"]),
+    "QueueWeightRequest": obj({"weight": POSITIVE_U32},
+                              ["weight"]),
+    "EnqueueLimitRequest": obj({"max_unfinished_jobs": {
+        **U64, "description": "0 closes intake (kill switch); above 2^63-1 is a 400"}},
+        ["max_unfinished_jobs"]),
+    "SampleMemoryRequest": obj({"limit": nullable({**U32, "description": "default 100"})}),
+    "SampleMemoryResult": obj({"sampled_queues": INT}, ["sampled_queues"]),
+    "OperationAccepted": obj({"operation_id": STR}, ["operation_id"]),
+    "RescheduleRequest": obj({"scheduled_at_ms": I64}, ["scheduled_at_ms"]),
+    "PayloadRequest": obj({"payload": B64, "schema_version": nullable(VERSION)}, ["payload"]),
+}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def _resp(desc: str, schema: dict[str, Any] | None = None,
+          media: str = "application/json", headers: dict[str, Any] | None = None
+          ) -> dict[str, Any]:
+    out: dict[str, Any] = {"description": desc}
+    if schema is not None:
+        out["content"] = {media: {"schema": schema}}
+    if headers:
+        out["headers"] = headers
+    return out
+
+
+def _err(desc: str, schema: str = "Error") -> dict[str, Any]:
+    return _resp(desc, ref(schema))
+
+
+def _path_param(name: str, desc: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "description": desc,
+            "schema": {"type": "string", "minLength": 1}}
+
+
+def _query_param(name: str, schema: dict[str, Any], desc: str,
+                 required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": required, "description": desc,
+            "schema": schema}
+
+
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key", "in": "header", "required": True,
+    "description": "Required on every POST/PUT/DELETE. The first successful response "
+                   "is stored and replayed (with `Idempotent-Replayed: true`) for 24 h to "
+                   "the same caller's same method and path.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+}
+
+
+def _operation(method: str, op_id: str, summary: str, tag: str, *,
+               params: list[dict[str, Any]] | None = None, body: str | None = None,
+               ok: dict[str, Any], errors: dict[str, dict[str, Any]] | None = None,
+               store: bool = True, auth: bool = True, description: str | None = None
+               ) -> dict[str, Any]:
+    params = list(params or [])
+    responses: dict[str, Any] = dict(ok)
+    mutating = method in ("post", "put", "delete")
+    if mutating:
+        params.append(IDEMPOTENCY_KEY)
+        responses["400"] = _err("Missing Idempotency-Key, or a rejected argument.")
+        responses["403"] = _err("read-only mode (or a read-only token).", "ForbiddenError")
+        responses["409"] = _err("A conflict with the current state, or the same "
+                                "Idempotency-Key still in progress.")
+        responses["422"] = _err("The Idempotency-Key was used for a different request, or "
+                                "the body does not fit the schema.")
+    if any(p["in"] == "query" for p in params):
+        responses.setdefault("400", _err("`missing query parameter` / `invalid query "
+                                         "parameter` / `invalid query string`."))
+    if any(p["in"] == "path" for p in params):
+        responses.setdefault("404", _err("No such resource (or an unroutable path)."))
+        responses.setdefault("400", _err("A rejected argument."))
+    if body is not None:
+        responses["413"] = _err("Body larger than the server accepts.")
+        responses["415"] = _err("expected Content-Type: application/json")
+        responses.setdefault("400", _err("bad json, or a rejected argument."))
+        responses.setdefault("422", _err("`missing field` / `invalid request body`."))
+    if auth:
+        responses["401"] = _err("Tokens are configured and none (or a wrong one) was sent.")
+        responses["429"] = _err("Too many failed token attempts from this address "
+                                "(Retry-After).")
+    if store:
+        responses.setdefault("503", _err("Store unavailable (Retry-After).",
+                                         "UnavailableError"))
+    for status, value in (errors or {}).items():
+        responses[status] = value
+    op: dict[str, Any] = {"operationId": op_id, "summary": summary, "tags": [tag],
+                          "responses": dict(sorted(responses.items()))}
+    if description:
+        op["description"] = description
+    if params:
+        op["parameters"] = params
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": _json(ref(body))}
+    if not auth:
+        op["security"] = []
+    return op
+
+
+Q = "queue name"
+JOB_ID = _path_param("job_id", "job id")
+QUEUE = _path_param("queue", Q)
+EMPTY_200 = {"200": _resp("Done (empty body).")}
+NO_CONTENT = {"204": _resp("Done.")}
+INCLUDE_PAYLOAD = _query_param("include_payload", BOOL, "`true` to include the payload "
+                               "(base64). Exactly `true` or `false`.")
+
+
+def _paths() -> dict[str, dict[str, Any]]:
+    p: dict[str, dict[str, Any]] = {}
+
+    def add(path: str, method: str, op: dict[str, Any]) -> None:
+        p.setdefault(path, {})[method] = op
+
+    add("/healthz", "get", _operation(
+        "get", "healthz", "Liveness (never touches the store)", "system", store=False,
+        auth=False, ok={"200": _resp("ok", {"type": "string"}, "text/plain")}))
+    add("/readyz", "get", _operation(
+        "get", "readyz", "Readiness: one index lookup", "system",
+        ok={"200": _resp("ready", {"type": "string"}, "text/plain")}))
+    add("/meta", "get", _operation("get", "getMeta", "Version, backend, capabilities, "
+                                   "limits", "system", ok={"200": _resp("Meta", ref("Meta"))}))
+    add("/openapi.json", "get", _operation(
+        "get", "getOpenapi", "This document", "system", store=False,
+        ok={"200": _resp("OpenAPI 3.1", {"type": "object"})}))
+    add("/system/info", "get", _operation(
+        "get", "getSystemInfo", "Version, backend, uptime, storage, job counts", "system",
+        ok={"200": _resp("System info", ref("SystemInfo"))}))
+    add("/system/storage", "get", _operation(
+        "get", "getSystemStorage", "Storage size and unique keys kept/expired", "system",
+        ok={"200": _resp("System storage", ref("SystemStorage"))}))
+    add("/system/prune", "post", _operation(
+        "post", "pruneJobs", "Delete (or count) old terminal jobs", "system",
+        body="PruneRequest", ok={"200": _resp("Prune result", ref("PruneResult"))}))
+
+    # -- queues
+    add("/queues", "get", _operation(
+        "get", "listQueues", "Queues with counters, rates and settings", "queues",
+        ok={"200": _resp("Queues", arr(ref("Queue")))}))
+    add("/queues/{queue}", "put", _operation(
+        "put", "putQueue", "Set a queue's weight", "queues", params=[QUEUE],
+        body="QueueWeightRequest", ok=EMPTY_200))
+    add("/queues/{queue}", "delete", _operation(
+        "delete", "deleteQueue", "Delete a queue", "queues",
+        params=[QUEUE, _query_param("force", BOOL, "Delete its jobs too (async).")],
+        ok={"202": _resp("Deleting its jobs first", ref("OperationAccepted")),
+            "204": _resp("Deleted (it was empty).")},
+        description="An empty queue is deleted at once (204). A non-empty one is "
+                    "refused with 409 unless `force=true`, which pauses it, closes its "
+                    "intake and starts an operation that deletes its jobs, then the "
+                    "queue (202)."))
+    add("/queues/actions/sample-memory", "post", _operation(
+        "post", "sampleQueueMemory", "Estimate queue memory from bounded samples", "queues",
+        body="SampleMemoryRequest", ok={"200": _resp("Sampled", ref("SampleMemoryResult"))}))
+    add("/queues/{queue}/enqueue-limit", "put", _operation(
+        "put", "putEnqueueLimit", "Set max unfinished jobs (backpressure)", "queues",
+        params=[QUEUE], body="EnqueueLimitRequest", ok=EMPTY_200))
+    add("/queues/{queue}/enqueue-limit", "delete", _operation(
+        "delete", "deleteEnqueueLimit", "Remove the enqueue limit", "queues",
+        params=[QUEUE], ok=NO_CONTENT))
+    add("/queues/{queue}/pause", "post", _operation(
+        "post", "pauseQueue", "Pause admission from a queue", "queues", params=[QUEUE],
+        ok=NO_CONTENT))
+    add("/queues/{queue}/resume", "post", _operation(
+        "post", "resumeQueue", "Resume a queue", "queues", params=[QUEUE], ok=NO_CONTENT))
+    add("/queues/{queue}/history", "get", _operation(
+        "get", "queueHistory", "Per-bucket arrivals, completions, failures, rejections",
+        "queues", params=[QUEUE, _query_param("since_ms", I64, "default 0"),
+                          _query_param("bucket_ms", I64, "default 60000; >= 60000")],
+        ok={"200": _resp("Buckets", arr(ref("HistoryBucket")))}))
+
+    # -- jobs
+    add("/jobs", "get", _operation(
+        "get", "listJobs", "Jobs, newest first, keyset-paginated", "jobs",
+        params=[
+            _query_param("q", STR, "Search: space-separated `field:value` terms (id, "
+                         "queue, state, kind, partition, rate_class, fingerprint, tag, "
+                         "tag_any, priority, error: the start of the last error's first "
+                         "line, as written), ANDed; a bare term is a kind prefix."),
+            _query_param("queue", STR, Q), _query_param("state", STR, "job state"),
+            _query_param("kind", STR, "kind"), _query_param("partition_key", STR, "partition"),
+            _query_param("cursor", STR, "next_cursor of the previous page"),
+            _query_param("limit", U32, "1..200, default 50"),
+            _query_param("tags_all", STR, "comma-separated: jobs with all of these tags"),
+            _query_param("tags_any", STR, "comma-separated: jobs with any of these tags"),
+            INCLUDE_PAYLOAD,
+        ],
+        ok={"200": _resp("A page of jobs", ref("JobList"))}))
+    add("/jobs", "post", _operation(
+        "post", "enqueue", "Enqueue a job", "jobs", body="EnqueueRequest",
+        ok={"201": _resp("Enqueued (or, for a replayed Idempotency-Key, the original "
+                         "job with `replayed: true`)", ref("EnqueueResponse"))},
+        errors={
+            "403": _err("read-only mode, or enqueue forbidden for this kind.",
+                        "ForbiddenError"),
+            "409": _resp("Duplicate unique key (`existing_id`, `replaced`), id conflict, "
+                         "or the Idempotency-Key still in progress.",
+                         {"anyOf": [ref("DuplicateError"), ref("Error")]}),
+            "423": _err("The payload's fingerprint is quarantined.", "QuarantinedError"),
+            "429": _resp("Queue backpressure, or too many failed token attempts from "
+                         "this address (Retry-After).",
+                         {"anyOf": [ref("BackpressureError"), ref("Error")]}),
+            "503": _err("Store unavailable, or the enqueue circuit is open.",
+                        "UnavailableError"),
+        }))
+    add("/jobs/counts", "get", _operation(
+        "get", "jobCounts", "Counts by state from maintained counters", "jobs",
+        params=[_query_param("queue", STR, Q)],
+        ok={"200": _resp("Counts", obj({"counts": COUNTS, "approximate": BOOL},
+                                       ["counts", "approximate"]))}))
+    add("/jobs/actions", "post", _operation(
+        "post", "jobActions", "retry / cancel / delete up to 1000 jobs by id", "jobs",
+        body="ActionsRequest", ok={"200": _resp("Per-id outcome", ref("ActionsResult"))}))
+    add("/jobs/bulk", "post", _operation(
+        "post", "bulkJobs", "Filter-based bulk action (async operation, or dry-run count)",
+        "jobs", body="BulkRequest", ok={"202": _resp("The operation", ref("Operation"))}))
+    add("/jobs/{job_id}", "get", _operation(
+        "get", "getJob", "One job", "jobs", params=[JOB_ID, INCLUDE_PAYLOAD],
+        ok={"200": _resp("The job", ref("Job"))}))
+    add("/jobs/{job_id}", "delete", _operation(
+        "delete", "deleteJob", "Delete a job", "jobs", params=[JOB_ID], ok=NO_CONTENT))
+    add("/jobs/{job_id}/result", "get", _operation(
+        "get", "getJobResult", "The recorded result", "jobs", params=[JOB_ID],
+        ok={"200": _resp("Result", ref("Result"))}))
+    add("/jobs/{job_id}/output", "get", _operation(
+        "get", "getJobOutput", "The latest mid-run output", "jobs", params=[JOB_ID],
+        ok={"200": _resp("Output", ref("Output"))}))
+    add("/jobs/{job_id}/progress", "get", _operation(
+        "get", "getJobProgress", "The latest progress", "jobs", params=[JOB_ID],
+        ok={"200": _resp("Progress", ref("Progress"))}))
+    for action, summary in (("retry", "Retry (archived or cancelled)"),
+                            ("cancel", "Cancel (pending/scheduled/available/running)"),
+                            ("promote", "Promote a pending job")):
+        add(f"/jobs/{{job_id}}/{action}", "post", _operation(
+            "post", f"{action}Job", summary, "jobs", params=[JOB_ID], ok=NO_CONTENT))
+    add("/jobs/{job_id}/reschedule", "post", _operation(
+        "post", "rescheduleJob", "Move a scheduled/retryable/pending job's due time", "jobs",
+        params=[JOB_ID], body="RescheduleRequest", ok=NO_CONTENT))
+    add("/jobs/{job_id}/payload", "put", _operation(
+        "put", "editPayload", "Replace the payload (new fingerprint)", "jobs",
+        params=[JOB_ID], body="PayloadRequest", ok=NO_CONTENT))
+    add("/jobs/{job_id}/admission", "get", _operation(
+        "get", "explainAdmission", "Why the job is (not) running", "jobs", params=[JOB_ID],
+        ok={"200": _resp("Explanation", ref("Explanation"))}))
+    add("/operations/{op_id}", "get", _operation(
+        "get", "getOperation", "Progress of a bulk operation", "jobs",
+        params=[_path_param("op_id", "operation id")],
+        ok={"200": _resp("The operation", ref("Operation"))}))
+
+    # -- periodic
+    sched = _path_param("schedule_id", "schedule id")
+    add("/periodic", "get", _operation(
+        "get", "listPeriodic", "Periodic schedules", "periodic", params=[INCLUDE_PAYLOAD],
+        ok={"200": _resp("Schedules", arr(ref("Schedule")))}))
+    add("/periodic/{schedule_id}", "put", _operation(
+        "put", "putPeriodic", "Create or replace a schedule", "periodic", params=[sched],
+        body="ScheduleRequest", ok=EMPTY_200))
+    add("/periodic/{schedule_id}", "delete", _operation(
+        "delete", "deletePeriodic", "Delete a schedule (its events are kept)", "periodic",
+        params=[sched], ok=NO_CONTENT))
+    add("/periodic/{schedule_id}/enqueue-events", "get", _operation(
+        "get", "periodicEvents", "Enqueue events, newest first", "periodic",
+        params=[sched, _query_param("limit", U32, "default 30"),
+                _query_param("cursor", U64, "event_id to continue before")],
+        ok={"200": _resp("Events", ref("ScheduleEvents"))}))
+    add("/periodic/{schedule_id}/run", "post", _operation(
+        "post", "runPeriodic", "Enqueue one job from the schedule now", "periodic",
+        params=[sched], ok={"202": _resp("Enqueued (or replayed)", ref("RunResponse"))},
+        errors={"423": _err("Quarantined.", "QuarantinedError"),
+                "429": _resp("Backpressure, or too many failed token attempts from this "
+                             "address (Retry-After).",
+                             {"anyOf": [ref("BackpressureError"), ref("Error")]})}))
+
+    # -- workers
+    add("/workers", "get", _operation(
+        "get", "listWorkers", "Live workers (heartbeat within 15 min)", "workers",
+        ok={"200": _resp("Workers", arr(ref("Worker")))}))
+    add("/cluster", "get", _operation(
+        "get", "cluster", "Fleet capacity, utilization, and queue coverage", "workers",
+        ok={"200": _resp("Cluster", ref("Cluster"))}))
+    add("/workers/{worker_id}/signal", "post", _operation(
+        "post", "signalWorker", "Deliver a signal on the next heartbeat", "workers",
+        params=[_path_param("worker_id", "worker id")], body="SignalRequest", ok=NO_CONTENT))
+    add("/events", "get", _operation(
+        "get", "events", "Server-Sent Events: queue_activity", "events",
+        params=[{"name": "Last-Event-ID", "in": "header", "required": False,
+                 "description": "Resume after this event id.", "schema": STR},
+                _query_param("last_event_id", STR, "The same, for clients that cannot "
+                             "set headers (the header wins).")],
+        ok={"200": _resp(
+            "`event: queue_activity` with `data: {\"queues\": [...]}` (coalesced over "
+            "200 ms), `:hb` keepalives every 15 s, `event: resync` after a gap.",
+            {"type": "string"}, "text/event-stream")}))
+
+    # -- policy
+    add("/rate-classes", "get", _operation(
+        "get", "listRateClasses", "Rate classes with live token counts", "policy",
+        ok={"200": _resp("Rate classes", arr(ref("RateClass")))}))
+    add("/rate-classes/{name}", "put", _operation(
+        "put", "putRateClass", "Create or update a rate class (paused = kill switch)",
+        "policy", params=[_path_param("name", "rate class")], body="RateClassRequest",
+        ok=EMPTY_200))
+    add("/rate-classes/{name}", "delete", _operation(
+        "delete", "deleteRateClass", "Delete a rate class", "policy",
+        params=[_path_param("name", "rate class"),
+                _query_param("force", BOOL, "Delete it even while jobs wait on it.")],
+        ok=NO_CONTENT,
+        description="204 when deleted; 404 for an unknown class; 409 (with `jobs`, how "
+                    "many available jobs name it) while jobs wait on it, unless "
+                    "`force=true` (those jobs then run without a budget). PUT names "
+                    "follow one rule: 1-128 characters from letters, digits and "
+                    "`. _ - : / @ +`, starting with a letter or digit."))
+    add("/concurrency-limits", "get", _operation(
+        "get", "listConcurrencyLimits", "Concurrency ceilings", "policy",
+        ok={"200": _resp("Limits", arr(ref("ConcurrencyLimit")))}))
+    add("/concurrency-limits/{name}", "put", _operation(
+        "put", "putConcurrencyLimit", "Create or update a concurrency ceiling", "policy",
+        params=[_path_param("name", "limit name")], body="ConcurrencyLimitRequest",
+        ok=EMPTY_200))
+    add("/concurrency-limits/{name}", "delete", _operation(
+        "delete", "deleteConcurrencyLimit", "Delete a concurrency ceiling", "policy",
+        params=[_path_param("name", "limit name"),
+                _query_param("force", BOOL, "Delete it even while its queue has work.")],
+        ok=NO_CONTENT,
+        description="204 when deleted; 404 for an unknown limit; 409 (with `jobs`, how "
+                    "many jobs of its queue are available or running) unless "
+                    "`force=true`. Names follow the rate-class rule."))
+    add("/partitions", "get", _operation(
+        "get", "listPartitions", "Partitions of a queue (busiest 200)", "policy",
+        params=[_query_param("queue", STR, Q, required=True)],
+        ok={"200": _resp("Partitions", arr(ref("Partition")))}))
+    add("/quarantine", "get", _operation(
+        "get", "listQuarantine", "Quarantined fingerprints", "policy",
+        ok={"200": _resp("Entries", arr(ref("QuarantineEntry")))}))
+    add("/quarantine/{fingerprint}", "delete", _operation(
+        "delete", "releaseQuarantine", "Release a fingerprint (its jobs become available)",
+        "policy", params=[_path_param("fingerprint", "fingerprint")],
+        ok={"204": _resp("Released", headers={"x-released-jobs": {
+            "description": "How many quarantined jobs were made available.",
+            "schema": {"type": "string", "pattern": "^[0-9]+$"}}})}))
+    return p
+
+
+def document() -> dict[str, Any]:
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "headgate control API",
+            "version": "1",
+            "description": (
+                "A job queue whose dequeue is an admission decision. Errors are JSON "
+                "`{\"error\": ...}`. Every POST/PUT/DELETE needs an Idempotency-Key. "
+                "Payloads are base64 and hidden unless include_payload=true."
+            ),
+        },
+        "servers": [{"url": "/api/v1"}],
+        "security": [{"bearer": []}, {}],
+        "paths": _paths(),
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                           "description": "Required when API tokens "
+                                           "are configured."}},
+        },
+    }
+
+
+_DOCUMENT = document()
+
+
+@bp.get("/openapi.json")
+def openapi() -> flask.Response:
+    return json_response(_DOCUMENT)

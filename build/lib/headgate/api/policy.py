@@ -1,0 +1,117 @@
+"""Admission policy: rate classes, concurrency limits, partitions, quarantine."""
+
+from __future__ import annotations
+
+import flask
+
+from headgate.core.names import check_policy_name
+from headgate.core.policy import SATURATION_STRATEGIES
+
+from .blueprint import bp, empty_ok, json_response, no_content
+from .context import store
+from .errors import ApiError
+from .params import dflt, json_body, opt, query, req
+
+
+@bp.get("/rate-classes")
+def rate_classes() -> flask.Response:
+    """The seed's fields, plus `refill_in_ms` (time until one more token)."""
+    body = [
+        {
+            "name": r["name"],
+            "tokens_available": r["tokens_available"],
+            "burst": r["burst"],
+            "limit_per_window": r["limit_per_window"],
+            "window_ms": r["window_ms"],
+            "jobs_waiting": r["jobs_waiting"],
+            "paused": r["paused"],
+            "refill_in_ms": r.get("refill_in_ms"),
+        }
+        for r in store().rate_classes()
+    ]
+    return json_response(body)
+
+
+@bp.put("/rate-classes/<segment:name>")
+def put_rate_class(name: str) -> flask.Response:
+    """`paused: true` is the kill switch: the class admits nothing, fleet-wide."""
+    b = json_body(req("limit", "i64"), req("window_ms", "i64"), opt("burst", "i64"),
+                  dflt("paused", "bool", False))
+    check_policy_name("rate class", name)
+    burst = max(b["limit"], 1) if b["burst"] is None else b["burst"]
+    store().upsert_rate_class(name, b["limit"], b["window_ms"], burst, b["paused"])
+    return empty_ok()
+
+
+@bp.delete("/rate-classes/<segment:name>")
+def delete_rate_class(name: str) -> flask.Response:
+    """204, 404 for an unknown class, 409 while available jobs wait on it (they would
+    run without a budget) unless `force=true`."""
+    p = query(dflt("force", "bool", False))
+    waiting = store().delete_rate_class(name, p["force"])
+    if waiting and not p["force"]:
+        raise ApiError(409, f"rate class is in use: {waiting} available jobs name it "
+                       "(force=true deletes it anyway; they then run without a budget)",
+                       jobs=waiting)
+    return no_content()
+
+
+@bp.get("/concurrency-limits")
+def concurrency_limits() -> flask.Response:
+    body = [
+        {
+            "name": c["name"],
+            "queue": c["queue"],
+            "max_concurrent": c["max_concurrent"],
+            "on_saturated": c["on_saturated"],
+        }
+        for c in store().concurrency_limits()
+    ]
+    return json_response(body)
+
+
+@bp.put("/concurrency-limits/<segment:name>")
+def put_concurrency_limit(name: str) -> flask.Response:
+    b = json_body(req("queue", "str"), req("max_concurrent", "u64"), req("on_saturated", "str"))
+    check_policy_name("concurrency limit", name)
+    if not b["queue"]:
+        raise ApiError(400, "name and queue must not be empty")
+    if b["max_concurrent"] == 0:
+        raise ApiError(400, "max_concurrent must be >= 1")
+    if b["max_concurrent"] > 2**63 - 1:
+        raise ApiError(400, f"max_concurrent must be <= {2**63 - 1}")
+    if b["on_saturated"] not in SATURATION_STRATEGIES:
+        raise ApiError(400, f"on_saturated must be one of {'|'.join(SATURATION_STRATEGIES)}")
+    store().upsert_concurrency_limit(name, b["queue"], b["max_concurrent"], b["on_saturated"])
+    return empty_ok()
+
+
+@bp.delete("/concurrency-limits/<segment:name>")
+def delete_concurrency_limit(name: str) -> flask.Response:
+    """204, 404 for an unknown limit, 409 while jobs of its queue are available or
+    running under it unless `force=true`."""
+    p = query(dflt("force", "bool", False))
+    governed = store().delete_concurrency_limit(name, p["force"])
+    if governed and not p["force"]:
+        raise ApiError(409, f"concurrency limit is in use: {governed} jobs of its queue are "
+                       "available or running (force=true deletes it anyway)", jobs=governed)
+    return no_content()
+
+
+@bp.get("/partitions")
+def partitions() -> flask.Response:
+    """The seed's `{partition_key, deficit, waiting}` plus `running`; at most 200,
+    busiest first (read from the partition counters, never from jobs)."""
+    p = query(req("queue", "str"))
+    return json_response(store().partitions(p["queue"]))
+
+
+@bp.get("/quarantine")
+def quarantine() -> flask.Response:
+    return json_response(store().quarantine_list())
+
+
+@bp.delete("/quarantine/<segment:fingerprint>")
+def quarantine_release(fingerprint: str) -> flask.Response:
+    released = store().quarantine_release(fingerprint)
+    return no_content({"x-released-jobs": str(released)})

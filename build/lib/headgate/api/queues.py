@@ -1,0 +1,167 @@
+"""Queues: the list with its counters and rates, weight, delete, pause/resume, history,
+enqueue limit, and the memory sampling action."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flask
+
+from headgate.core import drain
+from headgate.core.schema_constants import HISTORY_BUCKET_MS
+
+from .blueprint import bp, empty_ok, json_response, no_content
+from .context import store
+from .errors import ApiError
+from .operations import wake_runner
+from .params import dflt, json_body, opt, query, req
+
+
+def queue_json(q: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """The seed's queue body.
+
+    Honest values where the Python store has no such measurement (decisions):
+    - `count_is_approximate`: false — counts come from exact maintained counters.
+    - `memory_bytes`: the last POST /queues/actions/sample-memory estimate for the
+      queue, or null when it was never sampled (`memory_sampled_at_ms` says when).
+    - `quiet_groups`: the queue without its noisy partition (one holding more than half
+      of the available jobs while others wait). With no noisy partition it IS the
+      queue, so its figures are the queue's and `approximate` is false. With one, the
+      oldest available job outside it is found among the queue's oldest 2000; per-
+      partition rates are not kept, so rates and time-to-drain are null and
+      `approximate` is true.
+    """
+    noisy = extra.get("noisy_partitions", 0)
+    if noisy:
+        quiet = {
+            "arrival_rate": None,
+            "drain_rate": None,
+            "time_to_drain_ms": None,
+            "oldest_available_ms": extra.get("quiet_oldest_available_ms"),
+            "noisy_partitions": noisy,
+            "approximate": True,
+        }
+    else:
+        quiet = {
+            "arrival_rate": q["arrival_rate"],
+            "drain_rate": q["drain_rate"],
+            "time_to_drain_ms": q["time_to_drain_ms"],
+            "oldest_available_ms": q["oldest_available_ms"],
+            "noisy_partitions": 0,
+            "approximate": False,
+        }
+    return {
+        "queue": q["queue"],
+        "weight": q["weight"],
+        "unfinished_jobs": q["unfinished_jobs"],
+        "max_unfinished_jobs": q["max_unfinished_jobs"],
+        "by_state": q["by_state"],
+        "arrival_rate": q["arrival_rate"],
+        "drain_rate": q["drain_rate"],
+        "time_to_drain_ms": q["time_to_drain_ms"],
+        "oldest_available_ms": q["oldest_available_ms"],
+        "drain_trend": q["drain_trend"],
+        "quiet_groups": quiet,
+        "paused": q["paused"],
+        "memory_bytes": extra.get("memory_bytes"),
+        "memory_sampled_at_ms": extra.get("memory_sampled_at_ms"),
+        "count_is_approximate": False,
+    }
+
+
+def smoothed_drain(q: dict[str, Any], buckets: dict[int, tuple[int, ...]],
+                   now: int) -> dict[str, Any]:
+    """The queue's rates, time to drain and trend as the console computes them
+    (headgate.core.drain over its per-minute history), so both say the same thing.
+
+    The seed's meaning of the field holds where it is defined: 0 when nothing is left
+    to drain but pending jobs, null when there is no finite forecast. A queue whose only
+    other work is scheduled is "empty" to the console (nothing due now) but not empty
+    here: null, since work not yet due has no drain time."""
+    f = drain.queue_forecast(q, buckets, now)
+    due = q["unfinished_jobs"] - int(q["by_state"].get("pending", 0) or 0)
+    ttd = 0 if due <= 0 else (None if f.trend == "empty" else f.ttd_ms)
+    return {"arrival_rate": round(f.arrival, 6), "drain_rate": round(f.drain, 6),
+            "time_to_drain_ms": ttd, "drain_trend": f.trend}
+
+
+@bp.get("/queues")
+def list_queues() -> flask.Response:
+    """Three reads for any number of queues: the stats, the extras, and every queue's
+    last WINDOW_MS of per-minute counters (one range scan of queue_history's bucket
+    index) for the smoothed rates."""
+    s = store()
+    stats = s.queue_stats()
+    extras = s.queue_extras()
+    now = s.now_ms()
+    counters = s.history_counters(now - drain.WINDOW_MS - drain.BUCKET_MS)
+    for q in stats:
+        q.update(smoothed_drain(q, counters.get(q["queue"], {}), now))
+    return json_response([queue_json(q, extras.get(q["queue"], {})) for q in stats])
+
+
+@bp.put("/queues/<segment:queue>")
+def put_queue(queue: str) -> flask.Response:
+    b = json_body(req("weight", "u32"))
+    if b["weight"] == 0:
+        raise ApiError(400, "weight must be >= 1")
+    store().set_queue_weight(queue, b["weight"])
+    return empty_ok()
+
+
+@bp.delete("/queues/<segment:queue>")
+def delete_queue(queue: str) -> flask.Response:
+    """Empty queue: 204. Non-empty without `force`: 409 naming the job count (nothing
+    is deleted by surprise). `force=true`: 202 with the operation deleting its jobs
+    (the queue is paused and its intake closed meanwhile), then the queue."""
+    p = query(dflt("force", "bool", False))
+    op_id = store().delete_queue(queue, p["force"])
+    if op_id is None:
+        return no_content()
+    wake_runner()
+    return json_response({"operation_id": op_id}, 202)
+
+
+@bp.post("/queues/actions/sample-memory")
+def sample_queue_memory() -> flask.Response:
+    b = json_body(opt("limit", "u32"))
+    limit = 100 if b["limit"] is None else b["limit"]
+    sampled = store().sample_queue_memory(limit)
+    return json_response({"sampled_queues": sampled})
+
+
+@bp.post("/queues/<segment:queue>/pause")
+def pause_queue(queue: str) -> flask.Response:
+    store().set_queue_paused(queue, True)
+    return no_content()
+
+
+@bp.post("/queues/<segment:queue>/resume")
+def resume_queue(queue: str) -> flask.Response:
+    store().set_queue_paused(queue, False)
+    return no_content()
+
+
+@bp.get("/queues/<segment:queue>/history")
+def history(queue: str) -> flask.Response:
+    """The seed's `{at_ms, arrived, completed}` buckets, plus failed, depth and
+    admission rejections by policy (SPEC §6 history)."""
+    p = query(opt("since_ms", "i64"), opt("bucket_ms", "i64"))
+    since = 0 if p["since_ms"] is None else p["since_ms"]
+    bucket = HISTORY_BUCKET_MS if p["bucket_ms"] is None else p["bucket_ms"]
+    return json_response(store().history(queue, since, bucket))
+
+
+@bp.put("/queues/<segment:queue>/enqueue-limit")
+def put_enqueue_limit(queue: str) -> flask.Response:
+    b = json_body(req("max_unfinished_jobs", "u64"))
+    if b["max_unfinished_jobs"] > 2**63 - 1:
+        raise ApiError(400, f"max_unfinished_jobs must be <= {2**63 - 1}")
+    store().set_enqueue_limit(queue, b["max_unfinished_jobs"])
+    return empty_ok()
+
+
+@bp.delete("/queues/<segment:queue>/enqueue-limit")
+def delete_enqueue_limit(queue: str) -> flask.Response:
+    store().set_enqueue_limit(queue, None)
+    return no_content()

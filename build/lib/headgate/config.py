@@ -1,0 +1,264 @@
+"""Runtime settings read from the environment (SPEC §12).
+
+One frozen object, built once at start-up, so every layer sees the same answer and
+nothing re-reads ``os.environ`` behind the operator's back. Flags override it by
+building a modified copy (``with_store_url``), never by mutating it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from urllib.parse import urlsplit, urlunsplit
+
+DEFAULT_SQLITE_PATH = "headgate.db"
+DEFAULT_API_ADDR = "127.0.0.1:8080"
+DEFAULT_LEASE_MS = 30_000
+DEFAULT_AUTH_FAILURES_PER_MINUTE = 20
+# History and latency buckets are kept this long. The minimum covers the console's
+# longest chart (24 hours in 15-minute buckets) with an hour to spare.
+DEFAULT_HISTORY_RETENTION_MS = 7 * 24 * 3_600_000
+MIN_HISTORY_RETENTION_MS = 25 * 3_600_000
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
+
+
+class ConfigError(ValueError):
+    """A setting is present but unusable; the message names the variable."""
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    # Silently treating a typo as "off" could e.g. leave a server writable.
+    raise ConfigError(f"{name} must be one of 1/0/true/false/yes/no/on/off, got {raw!r}")
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+    if value < 1:
+        # SPEC §3.1: a zero duration is rejected naming the minimum, never clamped.
+        raise ConfigError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+def history_retention_ms_from_env(env: Mapping[str, str] | None = None) -> int:
+    """HG_HISTORY_RETENTION_MS (Settings.history_retention_ms): also read by a
+    DutyRunner not handed a value, so a worker holding the retention duty keeps the
+    same horizon as the server."""
+    env = os.environ if env is None else env
+    value = _positive_int(env, "HG_HISTORY_RETENTION_MS", DEFAULT_HISTORY_RETENTION_MS)
+    if value < MIN_HISTORY_RETENTION_MS:
+        raise ConfigError(f"HG_HISTORY_RETENTION_MS must be at least "
+                          f"{MIN_HISTORY_RETENTION_MS} (25 hours), got {value}")
+    return value
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    """Split ``host:port`` (``[v6]:port`` too) so callers can validate before binding."""
+    host, sep, port_text = addr.strip().rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"address must look like HOST:PORT, got {addr!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ConfigError(f"address port must be a number, got {addr!r}") from None
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"address port must be 0..65535, got {addr!r}")
+    return host, port
+
+
+def is_loopback_host(host: str) -> bool:
+    """True only for hosts that cannot be reached from another machine.
+
+    Names other than ``localhost`` count as remote: resolving them here would make the
+    safety check depend on DNS.
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def redact_url(url: str) -> str:
+    """Hide a password before a store URL is printed or logged."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def _token_list(raw: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in raw.split(",") if t.strip())
+
+
+def read_tokens_file(path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(read-write, read-only) bearer tokens from a file: one per line, optionally
+    followed by `rw` (the default) or `ro`; blank lines and `#` comments are skipped.
+    A file keeps secrets out of the environment and the process list."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise ConfigError(f"HG_API_TOKENS_FILE cannot be read: {exc.strerror}") from None
+    full: list[str] = []
+    read_only: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        kind = words[1].lower() if len(words) > 1 else "rw"
+        if len(words) > 2 or kind not in ("rw", "ro"):
+            # The token itself is never echoed back.
+            raise ConfigError(f"HG_API_TOKENS_FILE line {number}: expected `TOKEN [rw|ro]`")
+        (read_only if kind == "ro" else full).append(words[0])
+    return tuple(full), tuple(read_only)
+
+
+TrustedProxies = int | tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] | None
+
+
+def parse_trusted_proxies(raw: str) -> TrustedProxies:
+    """HG_TRUSTED_PROXIES: empty (headers ignored), a count of proxies, or a comma list
+    of addresses and CIDR ranges (headgate/web/proxies.py)."""
+    raw = raw.strip()
+    if not raw:
+        return None
+    if raw.isascii() and raw.isdigit():
+        count = int(raw)
+        if count < 1:
+            raise ConfigError(f"HG_TRUSTED_PROXIES must be a count >= 1 or addresses, got {raw!r}")
+        return count
+    networks = []
+    for item in raw.split(","):
+        item = item.strip()
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ConfigError(
+                f"HG_TRUSTED_PROXIES must be a count or a comma list of addresses/CIDRs, "
+                f"got {item!r}") from None
+    return tuple(networks)
+
+
+@dataclass(frozen=True)
+class Settings:
+    store: str = "sqlite"
+    sqlite_path: str = DEFAULT_SQLITE_PATH
+    pg_url: str | None = None
+    api_addr: str = DEFAULT_API_ADDR
+    read_only: bool = False
+    allow_remote: bool = False
+    lease_ms: int = DEFAULT_LEASE_MS
+    # For connection poolers that break LISTEN: workers then find work by polling only.
+    pg_poll_only: bool = False
+    # Kept out of repr so settings can be logged without leaking credentials.
+    api_tokens: tuple[str, ...] = field(default=(), repr=False)
+    # Bearer tokens that may only read (GET): support staff, dashboards on a wall.
+    api_read_tokens: tuple[str, ...] = field(default=(), repr=False)
+    # The console's session cookie is sent over HTTPS only (behind a TLS proxy).
+    cookie_secure: bool = False
+    # Failed token attempts an address may make in a minute (headgate/web/auth_throttle.py).
+    auth_failures_per_minute: int = DEFAULT_AUTH_FAILURES_PER_MINUTE
+    # Apply pending migrations when a process opens the store (SPEC §2: "at start-up
+    # when asked"). Off: a schema behind the code is refused, for operators who migrate
+    # as a separate, deliberate step.
+    migrate: bool = True
+    # Reverse proxies whose X-Forwarded-For / Forwarded headers name the client.
+    trusted_proxies: TrustedProxies = None
+    # How long the retention duty keeps history and latency buckets.
+    history_retention_ms: int = DEFAULT_HISTORY_RETENTION_MS
+
+    def __post_init__(self) -> None:
+        if self.store not in ("sqlite", "pg"):
+            raise ConfigError(f"HG_STORE must be 'sqlite' or 'pg', got {self.store!r}")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        tokens = _token_list(env.get("HG_API_TOKENS", ""))
+        read_tokens = _token_list(env.get("HG_API_READ_TOKENS", ""))
+        tokens_file = env.get("HG_API_TOKENS_FILE", "").strip()
+        if tokens_file:
+            file_tokens, file_read_tokens = read_tokens_file(tokens_file)
+            tokens += file_tokens
+            read_tokens += file_read_tokens
+        return cls(
+            store=env.get("HG_STORE", "").strip().lower() or "sqlite",
+            sqlite_path=env.get("HG_SQLITE", "").strip() or DEFAULT_SQLITE_PATH,
+            pg_url=env.get("HG_PG", "").strip() or None,
+            api_addr=env.get("HG_API_ADDR", "").strip() or DEFAULT_API_ADDR,
+            read_only=_bool(env, "HG_READ_ONLY"),
+            allow_remote=_bool(env, "HG_API_ALLOW_REMOTE"),
+            lease_ms=_positive_int(env, "HG_LEASE_MS", DEFAULT_LEASE_MS),
+            pg_poll_only=_bool(env, "HG_PG_POLL_ONLY"),
+            api_tokens=tokens,
+            api_read_tokens=read_tokens,
+            cookie_secure=_bool(env, "HG_COOKIE_SECURE"),
+            auth_failures_per_minute=_positive_int(
+                env, "HG_AUTH_FAILURES_PER_MINUTE", DEFAULT_AUTH_FAILURES_PER_MINUTE),
+            migrate=_bool(env, "HG_MIGRATE", default=True),
+            trusted_proxies=parse_trusted_proxies(env.get("HG_TRUSTED_PROXIES", "")),
+            history_retention_ms=history_retention_ms_from_env(env),
+        )
+
+    def store_url(self) -> str:
+        """The URL handed to ``headgate.open_store``."""
+        if self.store == "pg":
+            if not self.pg_url:
+                raise ConfigError("HG_STORE=pg needs HG_PG (a postgresql:// URL)")
+            return self.pg_url
+        return f"sqlite:///{self.sqlite_path}"
+
+    def store_options(self) -> dict[str, object]:
+        """Keyword options for ``headgate.open_store`` that the URL cannot carry."""
+        options: dict[str, object] = {}
+        if not self.migrate:
+            options["migrate"] = False
+        if self.store == "pg" and self.pg_poll_only:
+            options["notify"] = False
+        return options
+
+    def with_store_url(self, url: str) -> Settings:
+        """Copy with the store chosen by a ``--store URL`` flag instead of the env."""
+        scheme = urlsplit(url).scheme.lower()
+        if scheme == "sqlite":
+            if not url.lower().startswith("sqlite:///") or len(url) <= len("sqlite:///"):
+                raise ConfigError(f"sqlite store URL must be sqlite:///PATH, got {url!r}")
+            return replace(self, store="sqlite", sqlite_path=url[len("sqlite:///") :])
+        if scheme in ("postgres", "postgresql"):
+            return replace(self, store="pg", pg_url=url)
+        raise ConfigError(
+            f"store URL must start with sqlite:/// or postgresql://, got {redact_url(url)!r}"
+        )
+
+    def remote_bind_refusal(self, addr: str) -> str | None:
+        """Why binding ``addr`` is refused (SPEC §10 Auth), or None when it is allowed."""
+        host, _ = split_addr(addr)
+        if is_loopback_host(host) or self.allow_remote or self.api_tokens or self.api_read_tokens:
+            return None
+        return (
+            f"refusing to listen on {addr}: it is not a loopback address and nothing "
+            "authenticates requests. Set HG_API_TOKENS to require bearer tokens, or "
+            "HG_API_ALLOW_REMOTE=1 if an upstream layer authenticates."
+        )

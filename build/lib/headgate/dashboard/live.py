@@ -1,0 +1,358 @@
+"""Live updates: one WebSocket per page, fed by ONE shared hub per app.
+
+Why this shape:
+- The hub subscribes once to ``store.activity`` (the in-process signal adapters publish
+  after each commit). Activity marks the frame dirty; the hub coalesces bursts into at
+  most one frame per ``FRAME_INTERVAL_S`` (≈4 per second).
+- For each frame the hub reads what the connected pages need ONCE — counters, queue
+  stats, the union of the job rows on screen — and hands the same data to every socket.
+  Sockets never read the store themselves, so N open pages cost one set of reads per
+  frame, not N (no per-client DB polling, no per-panel polling in the browser).
+- Some changes publish no activity: worker heartbeats, job progress, token refill, and
+  commits made by OTHER processes on the same SQLite file. A slow shared tick
+  (``TICK_INTERVAL_S`` = 2 s) refreshes the topics that depend on those (worker rows,
+  the cluster summary, a running job's sheet, rate-class token levels, queue rates) and
+  checks SQLite's ``PRAGMA data_version`` on a private connection — a microsecond,
+  lock-free read that changes when another process commits — to turn foreign commits
+  into a frame too. One tick for the whole hub, not one per client.
+- Pages say what they show as "topics" (``data-topic`` attributes collected by
+  headgate.js and sent over the socket); each socket renders only its topics, as
+  out-of-band HTMX fragments (``hx-swap-oob``), and skips a fragment identical to the
+  one it sent last, so an unchanged page sees no DOM churn.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue as queue_mod
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+import flask
+from flask_sock import Sock
+from werkzeug.datastructures import MultiDict
+
+from headgate.core import StoreUnavailable
+from headgate.web.globals import get_store
+
+from . import views
+from .query import JobQuery
+
+log = logging.getLogger("headgate.dashboard.live")
+
+FRAME_INTERVAL_S = 0.25
+TICK_INTERVAL_S = 2.0
+MAX_TOPICS_PER_SOCKET = 200
+MAX_JOB_TOPICS = 500  # union over all sockets, per frame
+_TOPIC_RE = re.compile(r"^(totals|counts|queues|queue|workers|cluster|rate_classes|quarantine|"
+                       r"periodic|partitions|job|sheet|op|throughput):?(.{0,300})$", re.S)
+# Topics refreshed on store activity / on the slow tick.
+ON_ACTIVITY = frozenset({"totals", "counts", "queues", "queue", "cluster", "rate_classes",
+                         "quarantine", "periodic", "partitions", "job", "sheet", "op",
+                         "throughput"})
+ON_TICK = frozenset({"queues", "queue", "workers", "cluster", "rate_classes", "periodic",
+                     "sheet", "op", "throughput"})
+
+sock = Sock()
+
+
+def split_topic(topic: str) -> tuple[str, str] | None:
+    m = _TOPIC_RE.match(topic)
+    if not m:
+        return None
+    return m.group(1), m.group(2)
+
+
+class Subscriber:
+    """One open socket: its topics, and the newest data waiting to be rendered."""
+
+    def __init__(self) -> None:
+        self.topics: set[str] = set()
+        self.event = threading.Event()
+        self._lock = threading.Lock()
+        self._pending: dict[str, Any] = {}
+        self.inbox: queue_mod.SimpleQueue[str | None] = queue_mod.SimpleQueue()
+        self.closed = False
+
+    def offer(self, frame: dict[str, Any]) -> None:
+        mine = {t: v for t, v in frame.items() if t in self.topics}
+        if not mine:
+            return
+        with self._lock:
+            self._pending.update(mine)
+        self.event.set()
+
+    def take(self) -> dict[str, Any]:
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        return pending
+
+
+class LiveHub:
+    """Shared per app: one activity subscription, one thread, one set of reads a frame."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._subs: set[Subscriber] = set()
+        self._dirty = False
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        # Commits of other processes (SQLite; PostgreSQL's arrive as activity by LISTEN).
+        token = getattr(store, "change_token", None)
+        self._probe: Callable[[], object] | None = token if callable(token) else None
+        self._last_version: object = None
+        self.frames = 0  # for tests and diagnostics
+
+    # -- subscribers ----------------------------------------------------------------
+    def attach(self, sub: Subscriber) -> None:
+        with self._lock:
+            self._subs.add(sub)
+            if self._unsubscribe is None:
+                self._unsubscribe = self.store.activity.subscribe(self._on_activity)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="headgate-live",
+                                                daemon=True)
+                self._thread.start()
+
+    def detach(self, sub: Subscriber) -> None:
+        with self._lock:
+            self._subs.discard(sub)
+
+    def _on_activity(self, queues: frozenset[str]) -> None:
+        # Called on the committing thread: only flag and wake, never read here.
+        self._dirty = True
+        self._wake.set()
+
+    # -- the frame loop -------------------------------------------------------------
+    def _run(self) -> None:
+        last_frame = 0.0
+        last_tick = time.monotonic()
+        while True:
+            with self._lock:
+                if not self._subs:
+                    # Nobody is watching: stop, and let the next attach start a thread.
+                    self._thread = None
+                    return
+            self._wake.wait(timeout=max(0.05, TICK_INTERVAL_S - (time.monotonic() - last_tick)))
+            # Coalesce: a burst of commits within one interval becomes one frame.
+            wait = FRAME_INTERVAL_S - (time.monotonic() - last_frame)
+            if wait > 0:
+                time.sleep(wait)
+            self._wake.clear()
+            now = time.monotonic()
+            tick = now - last_tick >= TICK_INTERVAL_S
+            if tick:
+                last_tick = now
+                if self._foreign_commit():
+                    self._dirty = True
+            dirty, self._dirty = self._dirty, False
+            if not dirty and not tick:
+                continue
+            try:
+                self.publish_frame(activity=dirty, tick=tick)
+            except Exception:  # noqa: BLE001 - a failed read must not kill live updates
+                log.exception("live frame failed")
+            last_frame = time.monotonic()
+
+    def _foreign_commit(self) -> bool:
+        if self._probe is None:
+            return False
+        try:
+            version = self._probe()
+        except StoreUnavailable:
+            return True
+        changed = self._last_version is not None and version != self._last_version
+        self._last_version = version
+        return changed
+
+    def publish_frame(self, *, activity: bool, tick: bool) -> dict[str, Any]:
+        """Read every topic some socket needs (once) and offer it to all sockets."""
+        with self._lock:
+            subs = list(self._subs)
+        wanted: set[str] = set()
+        for sub in subs:
+            wanted |= sub.topics
+        due = {t for t in wanted if _due(t, activity, tick)}
+        frame = load_topics(self.store, due)
+        self.frames += 1
+        for sub in subs:
+            sub.offer(frame)
+        return frame
+
+
+def _due(topic: str, activity: bool, tick: bool) -> bool:
+    kind = topic.split(":", 1)[0]
+    return (activity and kind in ON_ACTIVITY) or (tick and kind in ON_TICK)
+
+
+def load_topics(store: Any, topics: set[str]) -> dict[str, Any]:
+    """The data for each topic, with shared reads (queue stats, workers) done once."""
+    cache: dict[str, Any] = {}
+
+    def once(key: str, fn: Callable[[], Any]) -> Any:
+        if key not in cache:
+            cache[key] = fn()
+        return cache[key]
+
+    out: dict[str, Any] = {}
+    jobs = 0
+    for topic in sorted(topics):
+        parts = split_topic(topic)
+        if parts is None:
+            continue
+        kind, key = parts
+        if kind == "totals":
+            out[topic] = once("counts:", lambda: store.counts(None))
+        elif kind == "counts":
+            out[topic] = once(topic, lambda k=key: store.counts(k or None))
+        elif kind == "queues":
+            live = once("live", lambda: store.list_workers(views.WORKER_STALE_MS))
+            served = {q for w in live for q in w.get("queues", [])}
+            out[topic] = {"stats": once("queue_rows",
+                                        lambda s=served: views.queue_rows_data(store, s)),
+                          "served": served}
+        elif kind == "queue":
+            stats = once("queue_rows", lambda: views.queue_rows_data(store))
+            out[topic] = next((q for q in stats if q["queue"] == key), None)
+        elif kind == "workers":
+            out[topic] = once("live", lambda: store.list_workers(views.WORKER_STALE_MS))
+        elif kind == "cluster":
+            out[topic] = views.cluster_summary(
+                once("live", lambda: store.list_workers(views.WORKER_STALE_MS)),
+                once("all", lambda: store.list_workers(views.WORKER_ALL_MS)),
+                once("queue_stats", store.queue_stats))
+        elif kind == "rate_classes":
+            out[topic] = store.rate_classes()
+        elif kind == "quarantine":
+            out[topic] = store.quarantine_list()
+        elif kind == "periodic":
+            lister = getattr(store, "list_schedules", None)
+            out[topic] = lister() if callable(lister) else []
+        elif kind == "partitions":
+            out[topic] = store.partitions(key) if key else []
+        elif kind in ("job", "sheet"):
+            jobs += 1
+            if jobs > MAX_JOB_TOPICS:
+                continue
+            out[topic] = store.get_job(key) if kind == "job" else views.sheet_data(store, key)
+        elif kind == "op":
+            out[topic] = store.get_operation(key)
+        elif kind == "throughput":
+            out[topic] = views.throughput_chart(store)
+    return out
+
+
+_HUB_KEY = "headgate.dashboard.live"
+_hub_lock = threading.Lock()
+
+
+def hub_for(app: flask.Flask) -> LiveHub:
+    with _hub_lock:
+        hub = app.extensions.get(_HUB_KEY)
+        if hub is None:
+            hub = LiveHub(get_store(app))
+            app.extensions[_HUB_KEY] = hub
+        return hub
+
+
+# -- rendering ------------------------------------------------------------------------------
+
+def render_topic(topic: str, data: Any, query: JobQuery | None = None) -> str:
+    parts = split_topic(topic)
+    if parts is None:
+        return ""
+    kind, key = parts
+    query = query or JobQuery()
+    return flask.render_template("dashboard/_live.html", kind=kind, key=key, data=data,
+                                 topic=topic, query=query,
+                                 jobs_url=query.links(flask.url_for("dashboard.jobs")))
+
+
+def parse_watch(message: str) -> tuple[set[str], JobQuery] | None:
+    """`{"topics": [...], "query": "?state=…"}` from headgate.js: what the page shows,
+    and its URL query (job rows link to the sheet keeping the page's filters)."""
+    try:
+        body = json.loads(message)
+    except ValueError:
+        return None
+    topics = body.get("topics") if isinstance(body, dict) else None
+    if not isinstance(topics, list):
+        return None
+    out = {t for t in topics if isinstance(t, str) and split_topic(t) is not None}
+    raw = body.get("query") if isinstance(body.get("query"), str) else ""
+    query = JobQuery.from_args(MultiDict(parse_qsl(raw.lstrip("?")[:2000])))
+    return set(sorted(out)[:MAX_TOPICS_PER_SOCKET]), query
+
+
+def group_messages(chunks: list[str]) -> list[str]:
+    """One WebSocket message per fragment, except table rows, which share one.
+
+    htmx parses a message inside a <template>: rows parse only when the message starts
+    in table context, and a row after a <nav> or <section> would be dropped. Rows go
+    together (a table body's worth in one message), everything else alone."""
+    rows = [c for c in chunks if c.startswith("<tr")]
+    others = [c for c in chunks if not c.startswith("<tr")]
+    return others + (["\n".join(rows)] if rows else [])
+
+
+@sock.route("/live", bp=views.bp)
+def live(ws: Any) -> None:
+    """The page's socket. Receives topic lists, sends out-of-band fragments."""
+    app = flask.current_app._get_current_object()  # type: ignore[attr-defined]
+    hub = hub_for(app)
+    sub = Subscriber()
+
+    def reader() -> None:
+        try:
+            while True:
+                msg = ws.receive()
+                if msg is None:
+                    continue
+                sub.inbox.put(msg if isinstance(msg, str) else msg.decode("utf-8", "replace"))
+                sub.event.set()
+        except Exception:  # noqa: BLE001 - ConnectionClosed or a broken socket
+            pass
+        finally:
+            sub.closed = True
+            sub.event.set()
+
+    threading.Thread(target=reader, name="headgate-live-reader", daemon=True).start()
+    hub.attach(sub)
+    sent: dict[str, str] = {}
+    query = JobQuery()
+    try:
+        while not sub.closed and ws.connected:
+            sub.event.wait(timeout=30)
+            sub.event.clear()
+            while True:
+                try:
+                    msg = sub.inbox.get_nowait()
+                except queue_mod.Empty:
+                    break
+                watch = parse_watch(msg or "")
+                if watch is not None:
+                    topics, query = watch
+                    sub.topics = topics
+                    sent = {t: v for t, v in sent.items() if t in topics}
+            frame = sub.take()
+            if not frame:
+                continue
+            chunks = []
+            for topic in sorted(frame):
+                if topic not in sub.topics:
+                    continue
+                html = render_topic(topic, frame[topic], query).strip()
+                if html and sent.get(topic) != html:
+                    sent[topic] = html
+                    chunks.append(html)
+            for message in group_messages(chunks):
+                ws.send(message)
+    finally:
+        hub.detach(sub)

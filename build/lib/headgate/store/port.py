@@ -1,0 +1,515 @@
+"""The store port: the one coarse interface every adapter implements.
+
+Coarse on purpose: each method is one transaction in the adapter, so policy decisions
+(admission, uniqueness, backpressure, fencing) happen where the data is locked, never
+in the caller. Inspection records are plain dicts whose keys are the wire names of the
+control API, so the web layer serializes them without a second model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from headgate.core import (
+    AckRequest,
+    Claim,
+    Duplicate,
+    Envelope,
+    Explanation,
+    InvalidInput,
+    Job,
+    JobFilter,
+    JobPage,
+    Outcome,
+)
+from headgate.core.job import Blob, Progress
+
+from .activity import ActivityHub
+
+CAPS_SQLITE = ("inspect",)
+
+# One enqueue event of a schedule: (tick_ms, job_id, outcome, reason).
+ScheduleEvent = tuple[int, str | None, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleStep:
+    """Move schedule `schedule_id` on from next_run_ms `expected` to `to`, by
+    compare-and-set on (spec, next_run_ms): a twin scheduler that fired it meanwhile,
+    or an edit that re-anchored it, makes the step fail instead of firing twice."""
+
+    schedule_id: str
+    spec: str
+    expected: int
+    to: int
+
+
+@dataclass(frozen=True, slots=True)
+class TickInsert:
+    """What `enqueue_tick` did in its one transaction. `inserted` holds the ids that
+    are new (the rest already existed: a `deduplicated` tick, not an `enqueued` one);
+    `duplicate` is a unique-key holder, committed together with the step; `moved`
+    means the step's compare-and-set failed and nothing was written."""
+
+    ids: list[str]
+    inserted: frozenset[str] = frozenset()
+    duplicate: Duplicate | None = None
+    moved: bool = False
+
+
+@dataclass
+class IdempotentWrite:
+    """A mutating request's Idempotency-Key and its action in one transaction
+    (Store.idempotent_write). `record` is the key's existing record (replay it, answer
+    422 or 409; nothing was claimed); None means the caller owns the key: it runs its
+    action with `conn` as a producer Client's conn= and stores its 2xx answer with
+    `respond`, and both commit together or not at all. `queues` is where the caller says
+    which queues it enqueued into, for the in-process wake-up after the commit."""
+
+    record: dict[str, Any] | None
+    conn: Any = None
+    queues: set[str] = field(default_factory=set)
+    response: tuple[int, dict[str, str], bytes] | None = None
+    # Writes the answer in the adapter's transaction (status 0: deletes the key's row).
+    _store: Callable[[int, dict[str, str], bytes], None] | None = None
+
+    def respond(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        """The answer a retry with this key replays (call again to replace it)."""
+        self.response = (status, headers, body)
+        if self._store is not None:
+            self._store(status, headers, body)
+
+    def forget(self) -> None:
+        """Store no answer after all (the action failed but its writes still commit):
+        a retry with this key runs again."""
+        self.response = None
+        if self._store is not None:
+            self._store(0, {}, b"")
+
+
+class Store(ABC):
+    backend: str
+    activity: ActivityHub
+
+    # -- lifecycle -------------------------------------------------------------------
+    @abstractmethod
+    def schema_version(self) -> int: ...
+
+    @abstractmethod
+    def capabilities(self) -> tuple[str, ...]: ...
+
+    @abstractmethod
+    def now_ms(self) -> int:
+        """The store's clock, for callers that must agree with it (e.g. explain)."""
+
+    @abstractmethod
+    def ping(self) -> None:
+        """One index lookup; raises StoreUnavailable when the store cannot answer."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # -- producing -------------------------------------------------------------------
+    @abstractmethod
+    def enqueue_many(self, envelopes: Sequence[Envelope]) -> list[str]:
+        """All-or-nothing insert of validated envelopes; returns ids in order.
+
+        Raises Duplicate, IdConflict, Quarantined, Backpressure, InvalidInput."""
+
+    async def enqueue_many_async(self, envelopes: Sequence[Envelope], *,
+                                 conn: Any = None) -> list[str]:
+        """enqueue_many for asyncio code. This default runs it in a thread (SQLite's
+        way: its writes are local and short); an adapter with an async driver
+        overrides it, and only such an adapter takes ``conn`` (its async connection,
+        for an enqueue inside the caller's transaction)."""
+        if conn is not None:
+            raise InvalidInput(f"conn= is not supported on the {self.backend} store")
+        return await asyncio.to_thread(self.enqueue_many, envelopes)
+
+    # -- admission and leases --------------------------------------------------------
+    @abstractmethod
+    def admit(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        capacity: int,
+        lease_ms: int = 30_000,
+        quantum: int | None = None,
+    ) -> list[Claim]: ...
+
+    @abstractmethod
+    def explain_admission(self, job_id: str) -> Explanation | None: ...
+
+    @abstractmethod
+    def ack(
+        self,
+        claim: Claim,
+        outcome: Outcome,
+        error: str | None = None,
+        delay_ms: int | None = None,
+        result: bytes | None = None,
+        *,
+        result_schema_version: int = 1,
+        logs: Sequence[str] = (),
+    ) -> None:
+        """Apply the transition table to a finished attempt; LeaseLost if superseded."""
+
+    @abstractmethod
+    def ack_many(self, acks: Sequence[AckRequest]) -> list[str]:
+        """Apply many finished attempts in one transaction; returns the ids whose lease
+        was lost (those are skipped, the rest still apply)."""
+
+    @abstractmethod
+    def ack_and_admit(
+        self, acks: Sequence[AckRequest], worker_id: str, queues: Sequence[str],
+        capacity: int, lease_ms: int = 30_000, quantum: int | None = None,
+    ) -> tuple[list[str], list[Claim]]:
+        """ack_many, then admit, in one transaction: (lost ids, new claims)."""
+
+    @abstractmethod
+    def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[Claim]:
+        """Extend leases; returns the claims whose lease was lost (claims, not job ids:
+        a worker may briefly hold a stale attempt and a new one of the same job)."""
+
+    @abstractmethod
+    def release(self, claims: Sequence[Claim]) -> int:
+        """Give unfinished claims back to available without charging an attempt."""
+
+    @abstractmethod
+    def report_progress(
+        self, claim: Claim, current: int, total: int, message: str | None = None
+    ) -> None: ...
+
+    @abstractmethod
+    def write_output(self, claim: Claim, data: bytes, schema_version: int = 1) -> None: ...
+
+    # -- duties ----------------------------------------------------------------------
+    @abstractmethod
+    def reclaim_expired(self, limit: int = 1000) -> int: ...
+
+    @abstractmethod
+    def promote_due(self, limit: int = 1000) -> int: ...
+
+    @abstractmethod
+    def evict_retained(self, limit: int = 1000) -> int: ...
+
+    @abstractmethod
+    def prune_uniques(self, limit: int = 1000) -> int:
+        """Delete at most `limit` unique keys whose window has passed (the oldest first);
+        lifecycle keys are kept. Returns how many went."""
+
+    @abstractmethod
+    def prune_orphan_uniques(self, limit: int = 1000) -> int:
+        """Examine the next `limit` unique keys of a sweep that continues where the last
+        call stopped, deleting lifecycle keys whose job no longer exists. Returns how
+        many keys were examined (fewer than `limit`: the sweep finished a pass)."""
+
+    @abstractmethod
+    def unique_key_counts(self) -> dict[str, Any]:
+        """`{"rows": all unique keys, "expired": window keys past their window,
+        "orphans": {"pruned", "passes", "pass_at_ms"}}` (the orphan sweep's totals)."""
+
+    @abstractmethod
+    def prune_history(self, older_than_ms: int, limit: int = 1000) -> int:
+        """Delete at most `limit` history and latency buckets that began more than
+        `older_than_ms` ago (the oldest first). Returns how many went."""
+
+    @abstractmethod
+    def history_bucket_counts(self, older_than_ms: int) -> dict[str, dict[str, Any]]:
+        """`{"history"|"latency": {"rows", "expired", "oldest_bucket_ms"}}`, `expired`
+        counting the buckets older than `older_than_ms`."""
+
+    @abstractmethod
+    def claim_duty(self, name: str, holder: str, ttl_ms: int) -> bool: ...
+
+    @abstractmethod
+    def renew_duty(self, name: str, holder: str, ttl_ms: int) -> bool:
+        """Extend a duty lease `holder` still holds, unexpired; False otherwise. Unlike
+        claim_duty it never takes a lapsed lease back: another holder may have run the
+        duty in between, so a run that outlived its lease must stop, not carry on."""
+
+    @abstractmethod
+    def release_duty(self, name: str, holder: str) -> None: ...
+
+    @abstractmethod
+    def duty_holders(self) -> list[dict[str, Any]]: ...
+
+    # -- periodic schedules and maintenance duties (SPEC §6, §9) ---------------------
+    # Schedule dicts use the control API's wire names (id, kind, queue, spec, next_run_ms,
+    # last_enqueued_ms, on_missed, backfill_limit, paused, partition_key, rate_class,
+    # priority, max_attempts, retention_ms) plus payload as bytes.
+    @abstractmethod
+    def upsert_schedule(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate and store; an unchanged spec keeps next_run_ms, a changed one (or a
+        resumed schedule) re-anchors to the first tick after the store's now."""
+
+    @abstractmethod
+    def list_schedules(self) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def get_schedule(self, schedule_id: str) -> dict[str, Any] | None: ...
+
+    @abstractmethod
+    def delete_schedule(self, schedule_id: str) -> None:
+        """NotFound if missing; the schedule's enqueue events are kept."""
+
+    @abstractmethod
+    def list_schedule_events(
+        self, schedule_id: str, cursor: int | None = None, limit: int = 30
+    ) -> list[dict[str, Any]]:
+        """Newest first; `cursor` is the last event_id of the previous page."""
+
+    # Firing (headgate/scheduling.py, a service) is several transactions per schedule;
+    # these are its steps, each one transaction.
+    @abstractmethod
+    def due_schedules(self, now_ms: int, limit: int) -> list[dict[str, Any]]:
+        """Unpaused schedules with next_run_ms <= now_ms, most overdue first."""
+
+    @abstractmethod
+    def enqueue_tick(self, envelopes: Sequence[Envelope],
+                     step: ScheduleStep | None = None) -> TickInsert:
+        """enqueue_many (same checks and errors, except a unique-key Duplicate, which is
+        answered in `duplicate`) and, given `step`, the schedule's move past the tick,
+        in one transaction: a tick is enqueued at most once whoever fires it."""
+
+    @abstractmethod
+    def record_schedule_events(
+        self, schedule_id: str, events: Sequence[ScheduleEvent],
+        step: ScheduleStep | None = None, enqueued: bool = False,
+    ) -> None:
+        """Append events (keeping the newest per schedule) and, given `step`, move the
+        schedule on (last_enqueued_ms too when `enqueued`), in one transaction."""
+
+    @abstractmethod
+    def park_schedule(self, schedule_id: str, spec: str, next_run_ms: int,
+                      events: Sequence[ScheduleEvent]) -> bool:
+        """Pause a schedule unless it moved since read (compare-and-set as a step) and
+        then record `events`; False when it moved."""
+
+    @abstractmethod
+    def find_schedule_run(self, schedule_id: str, idempotency_key: str) -> str | None:
+        """The job a run-now with this key produced within the key's retention."""
+
+    @abstractmethod
+    def remember_schedule_run(self, schedule_id: str, idempotency_key: str, job_id: str,
+                              event: ScheduleEvent, inserted: bool) -> str:
+        """Record the run-now key's job and its event (and last_enqueued_ms when
+        `inserted`) in one transaction; returns the job a concurrent twin recorded
+        first."""
+
+    @abstractmethod
+    def forget_workers(self, older_than_ms: int) -> int:
+        """Delete worker rows whose heartbeat is older than the bound."""
+
+    @abstractmethod
+    def latency_histograms(self, since_ms: int) -> list[tuple[str, int, str, int, int, int]]:
+        """Job latency histogram rows of minute buckets from `since_ms` on: `(queue,
+        bucket_ms, metric, le_ms, n, sum_ms)`, metric `wait` (available -> running) or
+        `run` (running -> terminal), le_ms a bucket's upper bound (-1: +Inf). Kept by
+        the store at admit and ack time, so they cover every process of the fleet."""
+
+    @abstractmethod
+    def record_queue_depths(self) -> int:
+        """Write per-queue unfinished counts into the current history minute bucket."""
+
+    @abstractmethod
+    def prune(self, older_than_ms: int, dry_run: bool) -> dict[str, Any]:
+        """Count (and unless dry_run delete) terminal, non-quarantined jobs finalized
+        before now - older_than_ms."""
+
+    # -- workers ---------------------------------------------------------------------
+    @abstractmethod
+    def heartbeat(self, worker: dict[str, Any], running: Sequence[Claim] = ()) -> dict[str, Any]:
+        """Upsert the registry row; reply `{signal, cancelled}`: a pending operator signal
+        (delivered once) and which of the `running` claims are no longer theirs to run
+        (an operator cancelled the job, or it moved on to another attempt)."""
+
+    @abstractmethod
+    def signal_worker(self, worker_id: str, command: str | None) -> None: ...
+
+    @abstractmethod
+    def list_workers(self, within_ms: int) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def remove_worker(self, worker_id: str) -> None: ...
+
+    # -- operator control ------------------------------------------------------------
+    @abstractmethod
+    def operator_retry(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    def operator_cancel(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    def delete_job(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    def promote_job(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    def reschedule_job(self, job_id: str, scheduled_at_ms: int) -> None: ...
+
+    @abstractmethod
+    def edit_payload(
+        self, job_id: str, payload: bytes, schema_version: int, fingerprint: str
+    ) -> None: ...
+
+    @abstractmethod
+    def quarantine_list(self) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def quarantine_release(self, fingerprint: str) -> int: ...
+
+    @abstractmethod
+    def set_queue_paused(self, queue: str, paused: bool) -> None: ...
+
+    @abstractmethod
+    def set_queue_weight(self, queue: str, weight: int) -> None: ...
+
+    @abstractmethod
+    def set_enqueue_limit(self, queue: str, limit: int | None) -> None: ...
+
+    @abstractmethod
+    def upsert_rate_class(
+        self, name: str, limit: int, window_ms: int, burst: int | None = None, paused: bool = False
+    ) -> None: ...
+
+    @abstractmethod
+    def rate_classes(self) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def upsert_concurrency_limit(
+        self, name: str, queue: str, max_concurrent: int, on_saturated: str = "queue"
+    ) -> None: ...
+
+    @abstractmethod
+    def concurrency_limits(self) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def delete_rate_class(self, name: str, force: bool = False) -> int:
+        """Delete rate class `name` (NotFound when there is none) unless available jobs
+        wait on it; returns how many wait, and deletes only when none do or `force`."""
+
+    @abstractmethod
+    def delete_concurrency_limit(self, name: str, force: bool = False) -> int:
+        """Delete concurrency limit `name` (NotFound when there is none) unless jobs of
+        its queue are available or running; returns how many, and deletes only when
+        none are or `force`."""
+
+
+    # -- inspection ------------------------------------------------------------------
+    @abstractmethod
+    def get_job(self, job_id: str, include_payload: bool = False) -> Job | None: ...
+
+    @abstractmethod
+    def get_result(self, job_id: str) -> Blob | None: ...
+
+    def watch_finished(self, job_id: str,
+                       callback: Callable[[], None]) -> Callable[[], None] | None:
+        """Call ``callback`` (from another thread) whenever ``job_id`` may have reached a
+        terminal state or been deleted, in any process; returns how to stop watching, or
+        None when this store has no such signal and the caller must poll (the default).
+        A wake-up is a hint: the caller reads the job to learn what happened."""
+        return None
+
+    @abstractmethod
+    def get_output(self, job_id: str) -> Blob | None: ...
+
+    @abstractmethod
+    def get_progress(self, job_id: str) -> Progress | None: ...
+
+    @abstractmethod
+    def list_jobs(
+        self, filter: JobFilter, cursor: str | None = None, limit: int = 50,
+        include_payload: bool = False,
+    ) -> JobPage: ...
+
+    @abstractmethod
+    def counts(self, queue: str | None = None) -> dict[str, int]: ...
+
+    @abstractmethod
+    def queue_stats(self) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def partitions(self, queue: str) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def history(self, queue: str, since_ms: int, bucket_ms: int) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def history_counters(self, since_ms: int) -> dict[str, dict[int, tuple[int, ...]]]:
+        """Every queue's per-minute counters since `since_ms` in one read: queue →
+        bucket start → (arrived, completed, failed, and the three rejection counts)."""
+
+    # -- control API support (bulk operations, queue admin, idempotency) ---------------
+    @abstractmethod
+    def create_operation(
+        self, action: str, selector: dict[str, Any], dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Record a bulk action (retry|cancel|delete) over the jobs `selector` names
+        (queue, state, kind, partition_key, older_than_ms; at least one) with a bounded
+        estimate. Dry runs are done at once; others wait for `run_operations_batch`."""
+
+    @abstractmethod
+    def get_operation(self, op_id: str) -> dict[str, Any] | None:
+        """`{id, action, selector, status, affected, total_estimated, total_capped,
+        dry_run, error, created_at_ms, updated_at_ms, finished_at_ms}`."""
+
+    @abstractmethod
+    def run_operations_batch(self, limit: int = 500) -> int:
+        """Advance queued/running operations by at most `limit` jobs; returns how many
+        jobs were affected (0: nothing to do). The operations duty calls this."""
+
+    @abstractmethod
+    def delete_queue(self, queue: str, force: bool = False) -> str | None:
+        """Delete an empty queue (None) or, with `force`, start an operation that
+        deletes its jobs and then the queue (the operation id)."""
+
+    @abstractmethod
+    def sample_queue_memory(self, limit: int = 100) -> int:
+        """Estimate memory of up to `limit` queues from bounded samples; returns the
+        number sampled."""
+
+    @abstractmethod
+    def queue_extras(self) -> dict[str, dict[str, Any]]:
+        """Per queue: memory sample and quiet-group figures (bounded reads)."""
+
+    @abstractmethod
+    def idempotency_begin(
+        self, scope_key: str, request_hash: str, ttl_ms: int = 86_400_000
+    ) -> dict[str, Any] | None:
+        """Claim a key (None) or return its record: `{state, request_hash, status,
+        headers, body}` with state done or in_progress."""
+
+    @abstractmethod
+    def idempotency_complete(
+        self, scope_key: str, status: int, headers: dict[str, str], body: bytes
+    ) -> None: ...
+
+    @abstractmethod
+    def idempotency_abort(self, scope_key: str) -> None: ...
+
+    @contextmanager
+    def idempotent_write(self, scope_key: str, request_hash: str,
+                         ttl_ms: int = 86_400_000) -> Iterator[IdempotentWrite]:
+        """Begin, act and complete as one unit. This default makes it three transactions
+        (begin, the caller's own, complete or abort) with `conn` None; the SQL stores
+        make it one, so a request costs one commit."""
+        tx = IdempotentWrite(self.idempotency_begin(scope_key, request_hash, ttl_ms))
+        if tx.record is not None:
+            yield tx
+            return
+        try:
+            yield tx
+        except BaseException:
+            self.idempotency_abort(scope_key)
+            raise
+        if tx.response is None:
+            self.idempotency_abort(scope_key)
+        else:
+            self.idempotency_complete(scope_key, *tx.response)
