@@ -1,1 +1,0 @@
-"""Store adapters: one per database, each behind headgate.store.Store."""

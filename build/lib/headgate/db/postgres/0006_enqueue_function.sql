@@ -1,2 +1,0 @@
--- This number created a version of a server-side function. Functions are not numbered
--- migrations: their current text is in functions/, applied by every `headgate migrate`.

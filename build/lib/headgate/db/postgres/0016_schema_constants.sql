@@ -1,5 +1,0 @@
--- SQLite only: its tables of the numbers the triggers need (schema_constants,
--- latency_bounds). PostgreSQL gets the same numbers as IMMUTABLE SQL functions that
--- `headgate migrate` generates from headgate/core/schema_constants.py and
--- headgate/core/latency.py (headgate/adapters/migrations.py, constants_file), applied
--- and hash-tracked like functions/*.sql.

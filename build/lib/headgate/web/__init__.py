@@ -1,6 +1,0 @@
-"""Web layer: the Flask app that carries the API and dashboard blueprints."""
-
-from headgate.web.app import create_app
-from headgate.web.globals import STORE_KEY, get_store
-
-__all__ = ["STORE_KEY", "create_app", "get_store"]
