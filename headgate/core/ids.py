@@ -13,19 +13,20 @@ _counter = itertools.count()
 _lease_counter = itertools.count()
 _last_ms = 0
 _prefix = os.urandom(5).hex()
+_head = f"{_last_ms:012x}{_prefix}"
 _lease_prefix = os.urandom(8).hex()
 
 
 def new_id() -> str:
     """48-bit ms clock, a per-process random prefix and a counter: unique and ordered
     within a process, ordered by millisecond across processes."""
-    global _last_ms
+    global _last_ms, _head
     with _lock:
         now = time.time_ns() // 1_000_000
         if now > _last_ms:
             _last_ms = now
-        seq = next(_counter) & 0xFFFFFF
-        return f"{_last_ms:012x}{_prefix}{seq:06x}"
+            _head = f"{now:012x}{_prefix}"  # formatted once a millisecond
+        return f"{_head}{next(_counter) & 0xFFFFFF:06x}"
 
 
 def new_lease_id() -> str:
@@ -37,9 +38,10 @@ def new_lease_id() -> str:
 def _reseed() -> None:
     """A forked child (an isolated handler, started from a fork server) must not share
     its parent's prefixes: two children would mint the same ids in the same millisecond."""
-    global _prefix, _lease_prefix
+    global _prefix, _lease_prefix, _head
     _prefix = os.urandom(5).hex()
     _lease_prefix = os.urandom(8).hex()
+    _head = f"{_last_ms:012x}{_prefix}"
 
 
 os.register_at_fork(after_in_child=_reseed)
