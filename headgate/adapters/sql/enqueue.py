@@ -36,16 +36,28 @@ from .conn import Connection
 from .rows import bump_history, headers_text, tags_text
 
 CHUNK = 500
+AVAILABLE = State.AVAILABLE.value
 
 INSERT_JOBS = """
 INSERT INTO jobs (id, kind, schema_version, payload, fingerprint, queue, priority,
     partition_key, rate_class, weight, state, scheduled_at_ms, max_attempts, retention_ms,
     tags, sticky_worker, headers, enqueued_at_ms, periodic_schedule_id, periodic_tick_ms,
-    was_pending)
+    was_pending, counted)
 VALUES {rows}
 """
-ROW_MARKS = "(" + ", ".join("?" * 21) + ")"
-INSERT_CHUNK = 400  # rows per statement: one trigger run each, under SQLite's variable cap
+# counted 0: the insert triggers count the row; 1: the batch writes its counts itself
+# (one upsert per queue and state, per queue and partition: COUNT_BATCH, PARTITIONS_BATCH).
+ROW_MARKS = "(" + "?, " * 21 + "0)"
+BATCH_ROW_MARKS = "(" + "?, " * 21 + "1)"
+INSERT_CHUNK = 400  # rows per statement, under SQLite's variable cap
+COUNT_BATCH = """
+INSERT INTO queue_counts (queue, state, n) VALUES (?, ?, ?)
+ON CONFLICT (queue, state) DO UPDATE SET n = n + excluded.n
+"""
+PARTITIONS_BATCH = """
+INSERT INTO partitions (queue, partition_key, waiting) VALUES (?, ?, ?)
+ON CONFLICT (queue, partition_key) DO UPDATE SET waiting = waiting + excluded.waiting
+"""
 ENSURE_QUEUE = (
     "INSERT INTO queues (name, created_at_ms) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
 )
@@ -194,13 +206,26 @@ def _enqueue_batch(conn: Connection, now: int, envs: Sequence[Envelope]) -> Enqu
     _check_backpressure(conn, fresh)
     for queue in result.queues:
         conn.execute(ENSURE_QUEUE, (queue, now))
-    for chunk in _chunks(fresh, INSERT_CHUNK):
-        sql = INSERT_JOBS.format(rows=", ".join([ROW_MARKS] * len(chunk)))
-        conn.execute(sql, [value for env in chunk for value in _insert_row(env, now)])
+    rows = [_insert_row(env, now) for env in fresh]
+    for chunk in _chunks(rows, INSERT_CHUNK):
+        sql = INSERT_JOBS.format(rows=", ".join([BATCH_ROW_MARKS] * len(chunk)))
+        conn.execute(sql, [value for row in chunk for value in row])
+    _count_batch(conn, rows)
     arrived = Counter(e.queue for e in fresh)
     bump_history(conn, now, {q: {"arrived": n} for q, n in arrived.items()})
     result.inserted = len(fresh)
     return result
+
+
+def _count_batch(conn: Connection, rows: list[tuple]) -> None:
+    """What the insert triggers (migration 17) would have counted row by row: every row
+    in its (queue, state), and a waiting job in its (queue, partition)."""
+    states = Counter((row[5], row[10]) for row in rows)
+    waiting = Counter((row[5], row[7]) for row in rows if row[10] == AVAILABLE)
+    conn.executemany(COUNT_BATCH, [(q, s, n) for (q, s), n in sorted(states.items())])
+    if waiting:
+        conn.executemany(PARTITIONS_BATCH,
+                         [(q, p, n) for (q, p), n in sorted(waiting.items())])
 
 
 def _existing(conn: Connection, ids: list[str]) -> dict[str, tuple]:

@@ -1,0 +1,2 @@
+-- SQLite only: its batch enqueue counts its rows once per batch (see the SQLite file of
+-- this number). PostgreSQL's counter triggers already run once per statement.

@@ -1,0 +1,23 @@
+-- A batch enqueue counts its rows once per batch: it inserts them with counted = 1 and
+-- writes the queue_counts and partitions deltas per (queue, state) and per (queue,
+-- partition) itself, in the same transaction (headgate/adapters/sql/enqueue.py). The
+-- per-row insert triggers skip those rows and count every other insert, a single
+-- enqueue's or anyone else's (counted defaults to 0), so any write keeps the counters
+-- exact. One counter upsert per row was about an eighth of a batch's cost.
+ALTER TABLE jobs ADD COLUMN counted INTEGER NOT NULL DEFAULT 0;
+
+DROP TRIGGER jobs_count_insert;
+CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs WHEN new.counted = 0 BEGIN
+    INSERT INTO queue_counts (queue, state, n) VALUES (new.queue, new.state, 1)
+        ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
+END;
+
+DROP TRIGGER jobs_partition_insert;
+CREATE TRIGGER jobs_partition_insert AFTER INSERT ON jobs
+WHEN new.counted = 0 AND new.state IN ('available', 'running') BEGIN
+    INSERT INTO partitions (queue, partition_key, waiting, running)
+        VALUES (new.queue, new.partition_key, new.state = 'available', new.state = 'running')
+        ON CONFLICT (queue, partition_key) DO UPDATE SET
+            waiting = waiting + (new.state = 'available'),
+            running = running + (new.state = 'running');
+END;
