@@ -142,9 +142,11 @@ HG="$ROOT/bench/peers_headgate.py"
 P="--runs $RUNS"
 
 # --- headgate ---------------------------------------------------------------------------
+# Each engine's policy-free and policies rows back to back: their ratio is a target, and
+# the machine's speed drifts within the hour.
 run headgate_sqlite          "$HG_PY" "$HG" --store sqlite --n "$N" $P
-run headgate_pg              "$HG_PY" "$HG" --store pg --pg-url "$PG_URL" --n "$N" $P
 run headgate_sqlite_policies "$HG_PY" "$HG" --store sqlite --policies --n "$N" $P
+run headgate_pg              "$HG_PY" "$HG" --store pg --pg-url "$PG_URL" --n "$N" $P
 run headgate_pg_policies     "$HG_PY" "$HG" --store pg --pg-url "$PG_URL" --policies --n "$N" $P
 run headgate_pg_c10          "$HG_PY" "$HG" --store pg --pg-url "$PG_URL" --concurrency 10 --workloads w3 --n "$N" $P
 run headgate_sqlite_c10      "$HG_PY" "$HG" --store sqlite --concurrency 10 --workloads w3 --n "$N" $P
