@@ -40,6 +40,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import flask
+from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 
 from headgate.api.auth import Caller, TokenSet
 from headgate.config import Settings
@@ -128,6 +129,17 @@ def safe_next(target: str | None, default: str) -> str:
     return target
 
 
+class CookieFirstSessions(SecureCookieSessionInterface):
+    """Flask's signed-cookie sessions, except that a request without the session cookie
+    (every producer's API call) gets its empty session without the signing serializer
+    that the parent builds before looking for the cookie (~35 µs a request)."""
+
+    def open_session(self, app: flask.Flask, request: flask.Request) -> SecureCookieSession | None:
+        if app.secret_key and not request.cookies.get(self.get_cookie_name(app)):
+            return self.session_class()
+        return super().open_session(app, request)
+
+
 def configure_secret(app: flask.Flask) -> None:
     """The session signing key: HG_SECRET_KEY when set (sessions survive restarts and
     are shared by several server processes), otherwise a random per-process key."""
@@ -140,6 +152,7 @@ def configure_secret(app: flask.Flask) -> None:
         app.config["SESSION_COOKIE_SECURE"] = True
     if app.config.get("SESSION_COOKIE_NAME", "session") == "session":
         app.config["SESSION_COOKIE_NAME"] = "headgate_session"
+    app.session_interface = CookieFirstSessions()
 
 
 class ConsoleSessionAuth:
