@@ -1,6 +1,7 @@
-"""SQLite's batch enqueue writes its counter deltas once per batch (migration 17): the
-counters must come out exactly as if the per-row insert triggers had counted, and any
-other insert (a single enqueue, another program's INSERT) is still counted by them."""
+"""SQLite's batch enqueue writes its counter deltas and arrivals once per batch
+(migration 17): the counters and the arrival history must come out exactly as if the
+per-row insert triggers had counted, and any other insert (a single enqueue, another
+program's INSERT) is still counted, and its arrival recorded, by them."""
 
 from __future__ import annotations
 
@@ -59,5 +60,10 @@ def test_a_batch_counts_like_the_row_triggers(tmp_path: Path) -> None:
         assert (states, parts) == _recount(path)
         assert ("qb", "t9", 1, 0) in parts and ("qd", "available", 1) in states
         assert {s for _, s, _ in states} >= {"available", "scheduled", "pending", "running"}
+        with sqlite3.connect(path) as conn:
+            arrived = dict(conn.execute(
+                "SELECT queue, sum(arrived) FROM queue_history GROUP BY queue").fetchall())
+            assert arrived == dict(conn.execute(
+                "SELECT queue, count(*) FROM jobs GROUP BY queue").fetchall())
     finally:
         store.close()

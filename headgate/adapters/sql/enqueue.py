@@ -154,8 +154,7 @@ def _enqueue_one(conn: Connection, now: int, env: Envelope) -> EnqueueResult:
             raise Backpressure(env.queue, limit, current, 1)
     if not has_queue:
         conn.execute(ENSURE_QUEUE, (env.queue, now))
-    conn.execute(INSERT_ONE, _insert_row(env, now))
-    bump_history(conn, now, {env.queue: {"arrived": 1}})
+    conn.execute(INSERT_ONE, _insert_row(env, now))  # its trigger records the arrival
     result.inserted = 1
     return result
 
