@@ -34,12 +34,18 @@ PROMOTE_PER_ADMIT = 1000  # due jobs an admit makes available at most
 # The caller's queue rows with what else admit must know before scanning, in one read:
 # whether the queue has ceilings, whether anything is quarantined, whether any of the
 # queues has due scheduled/retryable jobs (an index peek each).
+# The queues, with what the admission reads about each first: a ceiling, any
+# quarantine, a due job, and its partitions with waiting jobs counted up to the
+# capacity (what COUNT_PARTITIONS would say on the queue's first visit).
 SELECT_QUEUES = """
 SELECT name, weight, paused, rr_cursor,
     EXISTS (SELECT 1 FROM concurrency_limits WHERE concurrency_limits.queue = queues.name),
     EXISTS (SELECT 1 FROM quarantine),
     EXISTS (SELECT 1 FROM jobs WHERE jobs.state IN ('scheduled', 'retryable')
-            AND jobs.scheduled_at_ms <= ? AND jobs.queue IN ({marks}))
+            AND jobs.scheduled_at_ms <= ? AND jobs.queue IN ({marks})),
+    (SELECT count(*) FROM (SELECT 1 FROM partitions
+                           WHERE partitions.queue = queues.name AND waiting > 0
+                           LIMIT ?) AS waiting)
 FROM queues WHERE name IN ({marks})
 """
 # A queue's partitions with waiting jobs (the partial index partitions_waiting): how many,
@@ -148,6 +154,9 @@ class Gate:
     cursors: dict[str, str] = field(default_factory=dict)
     # Claims and cancellations this call made, not yet in the partition counters.
     running_delta: dict[tuple[str, str], int] = field(default_factory=dict)
+    # Per queue, its partitions with waiting jobs counted up to the capacity, for its
+    # first visit (taken once: a later visit counts again, after what this call did).
+    waiting: dict[str, int] = field(default_factory=dict)
 
     def rate(self, name: str) -> RateBucket | None:
         if name not in self.rates:
@@ -196,10 +205,12 @@ def admit(
     names = list(dict.fromkeys(queues))
     conn.dialect.lock_queues(conn, names)  # first: see lifecycle.lock_job_queues
     marks = ",".join("?" * len(names))
-    rows = conn.execute(SELECT_QUEUES.format(marks=marks), (now, *names, *names)).fetchall()
+    rows = conn.execute(SELECT_QUEUES.format(marks=marks),
+                        (now, *names, capacity, *names)).fetchall()
     # Promotion changes no queue, ceiling or quarantine row, so reading those first is
-    # the same as reading them after it.
-    if not rows or rows[0][6]:
+    # the same as reading them after it; it does change partitions' waiting counts.
+    promoted = not rows or rows[0][6]
+    if promoted:
         promote_due(conn, now, PROMOTE_PER_ADMIT, names, probed=bool(rows))
     order = {name: i for i, name in enumerate(names)}
     active = sorted((r for r in rows if not r[2]), key=lambda r: order[r[0]])
@@ -208,6 +219,8 @@ def admit(
     gate = Gate(conn, now, worker_id)
     gate.any_quarantine = bool(rows[0][5])
     gate.limits = {r[0]: [] for r in rows if not r[4]}
+    if not promoted:
+        gate.waiting = {r[0]: r[7] for r in rows}
     lease_id = new_lease_id()
     expires = now + lease_ms
 
@@ -269,7 +282,11 @@ def _admit_queue(gate: Gate, queue: str, want: int, quantum: int | None) -> int:
         return 0
     conn = gate.conn
     # With as many partitions as wanted jobs or more the quantum is 1, whatever their number.
-    (count,) = conn.execute(COUNT_PARTITIONS, (queue, want)).fetchone()
+    counted = gate.waiting.pop(queue, None)
+    if counted is None:
+        (count,) = conn.execute(COUNT_PARTITIONS, (queue, want)).fetchone()
+    else:
+        count = min(counted, want)
     if not count:
         return 0
     rr_cursor = gate.cursors[queue]
@@ -277,8 +294,14 @@ def _admit_queue(gate: Gate, queue: str, want: int, quantum: int | None) -> int:
     # A queue may have thousands of partitions and an admit visits a few: the first round
     # reads them lazily in rotation order (a page covers the visits that fill `want`
     # when each partition gives its quantum), a partition's deficit and running count
-    # are taken on its first visit, and only visited ones are written back.
-    first_round = _rotation(conn, queue, rr_cursor, -(-want // q) + 4)
+    # are taken on its first visit, and only visited ones are written back. Fewer
+    # partitions than wanted jobs are all of them: one read, rotated here.
+    if count < want:
+        every = conn.execute(SELECT_PARTITIONS, (queue, count)).fetchall()
+        first_round: Iterable[tuple] = (
+            [p for p in every if p[0] > rr_cursor] + [p for p in every if p[0] <= rr_cursor])
+    else:
+        first_round = _rotation(conn, queue, rr_cursor, -(-want // q) + 4)
     deficits: dict[str, int] = {}
     running: dict[str, int] = {}
     base_running: dict[str, int] = {}
