@@ -181,10 +181,10 @@ def test_function_decides_exactly_as_the_shared_admission(
 def test_a_one_queue_admit_decides_exactly_as_the_shared_admission(
     twin_urls: tuple[str, str], seed: int
 ) -> None:
-    """Mostly the early exit's case (one partition, no policy), a pure admit or one with
-    the worker's acks; now and then a second partition, a rate class, another worker's
-    sticky job, a due job, a pause, a ceiling, a quarantine or an ack that deletes its
-    job (retention 0), where the same statement hands over to the policy block."""
+    """Mostly the early exit's case (one partition, no policy) for a pure admit, and the
+    worker's steady state (acks and claims in one call); now and then a second
+    partition, a rate class, another worker's sticky job, a due job, a pause, a ceiling,
+    a quarantine or an ack that deletes its job (retention 0)."""
     server, shared = Side(twin_urls[0], True), Side(twin_urls[1], False)
     rng = random.Random(seed)
     try:
@@ -272,43 +272,6 @@ def _enqueue(store: Any, n: int, queue: str, **fields: Any) -> list[str]:
     return headgate.Client(store).enqueue_many(
         [Envelope(kind="k", payload=b"%d" % i, queue=queue, **fields) for i in range(n)])
 
-
-def test_the_early_exit_takes_a_workers_acks_with_its_claims(pg_url: str) -> None:
-    """A worker's steady state (plain successes of the queue it admits from, then the
-    next claims) is the early exit's; an ack that is lost, or deletes its job, or
-    belongs to another queue hands the call over to the policy block, which reports
-    the loss as before."""
-    store = open_store(pg_url, notify=False)
-    try:
-        _enqueue(store, 6, "steady")
-        first = store.admit("w", ["steady"], 2)
-        lost, second = store.ack_and_admit(
-            [AckRequest(c, "success", result=b"r") for c in first], "w", ["steady"], 2)
-        assert lost == [] and len(second) == 2 and store._policy_bound == {}
-        for c in first:
-            job = store.get_job(c.job.id)
-            assert job is not None and job.state == State.COMPLETED
-        with psycopg.connect(pg_url) as conn:
-            assert conn.execute(
-                "SELECT sum(completed) FROM queue_history WHERE queue = 'steady'"
-            ).fetchone()[0] == 2
-        lost, third = store.ack_and_admit([AckRequest(second[0], "success")], "w",
-                                          ["steady"], 1)
-        assert lost == [] and len(third) == 1 and store._policy_bound == {}
-        # second[0] again: acked already, so lost; the policy block still claims the last
-        lost, fourth = store.ack_and_admit([AckRequest(second[0], "success")], "w",
-                                           ["steady"], 2)
-        assert lost == [second[0].job.id] and len(fourth) == 1
-        assert "steady" in store._policy_bound  # declined: the lost ack
-        store._policy_bound.clear()
-        gone = _enqueue(store, 1, "brief", retention_ms=0)[0]
-        claim = store.admit("w", ["brief"], 1)
-        assert [c.job.id for c in claim] == [gone]
-        lost, _ = store.ack_and_admit([AckRequest(claim[0], "success")], "w", ["brief"], 1)
-        assert lost == [] and store.get_job(gone) is None
-        assert "brief" in store._policy_bound  # declined: the ack deletes its job
-    finally:
-        store.close()
 
 def test_combined_call_reports_every_kind_of_lost_lease(pg_url: str) -> None:
     store: Any = open_store(pg_url)
