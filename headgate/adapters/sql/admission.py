@@ -31,12 +31,10 @@ SCAN_BATCH_EXTRA = 16
 MAX_SCAN_PER_PARTITION = 1000
 PROMOTE_PER_ADMIT = 1000  # due jobs an admit makes available at most
 
-# The caller's queue rows with what else admit must know before scanning, in one read:
-# whether the queue has ceilings, whether anything is quarantined, whether any of the
-# queues has due scheduled/retryable jobs (an index peek each).
-# The queues, with what the admission reads about each first: a ceiling, any
-# quarantine, a due job, and its partitions with waiting jobs counted up to the
-# capacity (what COUNT_PARTITIONS would say on the queue's first visit).
+# The caller's queue rows with what else admit must know before scanning, in one read
+# (an index peek each): whether the queue has ceilings, whether anything is quarantined,
+# whether any of the queues has due jobs, and its partitions with waiting jobs counted
+# up to the capacity (what COUNT_PARTITIONS would say on the queue's first visit).
 SELECT_QUEUES = """
 SELECT name, weight, paused, rr_cursor,
     EXISTS (SELECT 1 FROM concurrency_limits WHERE concurrency_limits.queue = queues.name),
