@@ -10,6 +10,7 @@ other effects of plain successes applied inside the combined call.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 from conftest import _pg_database, pg_available
-from support import jobs_index_reads
+from support import jobs_index_reads, wait_for
 
 import headgate
 from headgate import Envelope, State, open_store
@@ -181,10 +182,10 @@ def test_function_decides_exactly_as_the_shared_admission(
 def test_a_one_queue_admit_decides_exactly_as_the_shared_admission(
     twin_urls: tuple[str, str], seed: int
 ) -> None:
-    """Mostly the early exit's case (one partition, no policy) for a pure admit, and the
-    worker's steady state (acks and claims in one call); now and then a second
-    partition, a rate class, another worker's sticky job, a due job, a pause, a ceiling,
-    a quarantine or an ack that deletes its job (retention 0)."""
+    """Mostly the early exit's case (one partition, no policy), a pure admit or one with
+    the worker's acks; now and then a second partition, a rate class, another worker's
+    sticky job, a due job, a pause, a ceiling, a quarantine or an ack that deletes its
+    job (retention 0), where the same statement hands over to the policy block."""
     server, shared = Side(twin_urls[0], True), Side(twin_urls[1], False)
     rng = random.Random(seed)
     try:
@@ -271,6 +272,81 @@ def test_the_early_exit_claims_alone_and_hands_over_to_the_policy_block(
 def _enqueue(store: Any, n: int, queue: str, **fields: Any) -> list[str]:
     return headgate.Client(store).enqueue_many(
         [Envelope(kind="k", payload=b"%d" % i, queue=queue, **fields) for i in range(n)])
+
+
+def test_the_early_exit_takes_a_workers_acks_with_its_claims(pg_url: str) -> None:
+    """A worker's steady state (plain successes of the queue it admits from, then the
+    next claims) is the early exit's; an ack that is lost, or deletes its job, or
+    belongs to another queue hands the call over to the policy block, which reports
+    the loss as before."""
+    store = open_store(pg_url, notify=False)
+    try:
+        _enqueue(store, 6, "steady")
+        first = store.admit("w", ["steady"], 2)
+        lost, second = store.ack_and_admit(
+            [AckRequest(c, "success", result=b"r") for c in first], "w", ["steady"], 2)
+        assert lost == [] and len(second) == 2 and store._policy_bound == {}
+        for c in first:
+            job = store.get_job(c.job.id)
+            assert job is not None and job.state == State.COMPLETED
+        with psycopg.connect(pg_url) as conn:
+            assert conn.execute(
+                "SELECT sum(completed) FROM queue_history WHERE queue = 'steady'"
+            ).fetchone()[0] == 2
+        lost, third = store.ack_and_admit([AckRequest(second[0], "success")], "w",
+                                          ["steady"], 1)
+        assert lost == [] and len(third) == 1 and store._policy_bound == {}
+        # second[0] again: acked already, so lost; the policy block still claims the last
+        lost, fourth = store.ack_and_admit([AckRequest(second[0], "success")], "w",
+                                           ["steady"], 2)
+        assert lost == [second[0].job.id] and len(fourth) == 1
+        assert "steady" in store._policy_bound  # declined: the lost ack
+        store._policy_bound.clear()
+        gone = _enqueue(store, 1, "brief", retention_ms=0)[0]
+        claim = store.admit("w", ["brief"], 1)
+        assert [c.job.id for c in claim] == [gone]
+        lost, _ = store.ack_and_admit([AckRequest(claim[0], "success")], "w", ["brief"], 1)
+        assert lost == [] and store.get_job(gone) is None
+        assert "brief" in store._policy_bound  # declined: the ack deletes its job
+    finally:
+        store.close()
+
+def test_the_early_exit_completes_acked_rows_renewed_while_it_waited(pg_url: str) -> None:
+    """The worker's lease keeper renews the jobs being acked while the ack's statement
+    waits for the queue lock (another admit holds it): the statement's snapshot then
+    shows versions older than the rows it locks. Every acked job must still complete
+    (an UPDATE joined to the acks skipped one such row, silently: not applied, not
+    reported lost, and the job ran again when its lease expired)."""
+    store = open_store(pg_url, notify=False)
+    try:
+        _enqueue(store, 6, "renewed")
+        held = store.admit("w", ["renewed"], 3)
+        with psycopg.connect(pg_url) as locker, psycopg.connect(pg_url, autocommit=True) as keeper:
+            locker.execute("SELECT pg_advisory_xact_lock("
+                           "hashtextextended('renewed', headgate_queue_lock_seed()))")
+            result: list[tuple[list[str], list[Claim]]] = []
+            acking = threading.Thread(target=lambda: result.append(store.ack_and_admit(
+                [AckRequest(c, "success", result=b"r") for c in held], "w", ["renewed"], 3)))
+            acking.start()
+            wait_for(lambda: _waits_for_a_lock(keeper), 10, "the ack to wait for the queue")
+            store.renew(held, 60_000)  # commits while the ack waits
+            locker.commit()
+            acking.join(30)
+        [(lost, claims)] = result
+        assert lost == [] and len(claims) == 3 and store._policy_bound == {}
+        for c in held:
+            job = store.get_job(c.job.id)
+            assert job.state is State.COMPLETED and job.lease_id is None, job
+            assert store.get_result(c.job.id).bytes == b"r"
+        assert store.counts("renewed")["completed"] == 3
+        assert store.counts("renewed")["running"] == 3
+    finally:
+        store.close()
+
+
+def _waits_for_a_lock(conn: psycopg.Connection) -> bool:
+    return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                        "'Lock' AND datname = current_database()").fetchone()[0] > 0
 
 
 def test_combined_call_reports_every_kind_of_lost_lease(pg_url: str) -> None:

@@ -39,6 +39,8 @@ from .announce import FinishedAnnouncer
 from .connection import PgConnection, PgDatabase
 
 PLAIN_RETRY_S = 1.0
+# The lost id of the early exit's marker row: it declined, the policy block decided.
+DECLINED = ""
 MAX_POLICY_BOUND = 1024
 ADMIT = f"""
 SELECT * FROM headgate_admit_v3(?, ?::text[], ?::bigint, ?::bigint, ?::bigint, ?, ?::bigint,
@@ -102,8 +104,8 @@ def admit(
 ) -> tuple[list[str], list[Claim]]:
     """Apply `acks` and admit, in one statement; returns (lost job ids, claims).
     `now`: the store time of acks the caller already applied in this transaction.
-    `try_plain`: try the function's early exit for a pure admit first; a lost id ''
-    in the result says a policy had its say."""
+    `try_plain`: try the function's early exit first; a lost id DECLINED in the result
+    says it declined (a policy had its say, or an ack needs the policy block)."""
     lease_id = new_lease_id()
     rows = conn.execute(ADMIT, (
         worker_id, list(queues), capacity, lease_ms, quantum, lease_id, now, *acks.params(),
@@ -142,19 +144,26 @@ class ServerAdmission:
     def admit(self, worker_id: str, queues: Sequence[str], capacity: int,
               lease_ms: int = 30_000, quantum: int | None = None) -> list[Claim]:
         validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
-        names = list(dict.fromkeys(queues))
+        return self._admit(worker_id, list(dict.fromkeys(queues)), capacity, lease_ms,
+                           quantum, NO_ACKS)[1]
+
+    def _admit(self, worker_id: str, names: list[str], capacity: int, lease_ms: int,
+               quantum: int | None, acks: PlainAcks) -> tuple[list[str], list[Claim]]:
+        """One call of the function, trying its early exit first unless a policy had a
+        say on this queue lately; returns (lost job ids, claims)."""
         bound = self._policy_bound
         now = time.monotonic()
         try_plain = (len(names) == 1 and quantum is None and capacity > 0
                      and bound.get(names[0], 0.0) <= now)
         with self.db.autocommit() as conn:
-            declined, claims = admit(conn, worker_id, names, capacity, lease_ms, quantum,
-                                     try_plain=try_plain)
-        if declined:
+            lost, claims = admit(conn, worker_id, names, capacity, lease_ms, quantum, acks,
+                                 try_plain=try_plain)
+        if try_plain and DECLINED in lost:
+            lost.remove(DECLINED)
             if len(bound) >= MAX_POLICY_BOUND:
                 bound.clear()
             bound[names[0]] = now + self.plain_retry_s
-        return claims
+        return lost, claims
 
     def ack_many(self, acks: Sequence[AckRequest]) -> list[str]:
         plain = plain_acks(acks) if acks else None
@@ -173,8 +182,8 @@ class ServerAdmission:
         validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
         plain = plain_acks(acks)
         if plain is not None:
-            with self.db.autocommit() as conn:
-                result = admit(conn, worker_id, queues, capacity, lease_ms, quantum, plain)
+            result = self._admit(worker_id, list(dict.fromkeys(queues)), capacity, lease_ms,
+                                 quantum, plain)
             self._acked(acks)
             return result
         store: Any = self

@@ -83,25 +83,39 @@ DECLARE
     v_out headgate_admitted;
     v_plain BOOLEAN := false;
 BEGIN
-    -- The early exit: a pure admit from one queue where no policy has a say (the queue
+    -- The early exit: an admit from one queue where no policy has a say (the queue
     -- open, no quarantine, no ceiling on it, no due job to promote, at most one partition
     -- waiting and its round-robin state settled, candidates without a rate class or
-    -- another worker's stickiness) is "the first p_capacity available jobs in (priority,
-    -- arrival) order", claimed by this one statement; the policy block below, whose
-    -- declarations alone cost a woken backend more than this statement, is not entered.
-    -- The statement's snapshot predates the queue lock it takes, so a pause, ceiling,
-    -- quarantine or enqueue committed while it waited applies from the next admit on
-    -- (the claims are what an admit just before that commit would have made; the row
-    -- locks re-check each candidate's state). When a policy had a say it claims nothing,
-    -- returns one row with lost_id '' (the caller then skips this check for a while:
-    -- p_try_plain) and the policy block decides.
+    -- another worker's stickiness), with any plain acks of that queue's jobs (a draining
+    -- worker's steady state), is "complete the acked jobs, claim the first p_capacity
+    -- available jobs in (priority, arrival) order", done by this one statement; the
+    -- policy block below, whose declarations alone cost a woken backend more than this
+    -- statement, is not entered. The statement's snapshot predates the queue lock it
+    -- takes, so a pause, ceiling, quarantine or enqueue committed while it waited applies
+    -- from the next admit on (the claims are what an admit just before that commit would
+    -- have made; the row locks re-check each candidate's state and each acked job's
+    -- lease). When a policy had a say, or an ack is lost or deletes its job (retention
+    -- 0), it changes nothing, returns one row with lost_id '' (the caller then skips
+    -- this check for a while: p_try_plain) and the policy block decides.
     IF p_try_plain AND p_quantum IS NULL AND p_capacity > 0 AND cardinality(p_queues) = 1
-       AND cardinality(p_ack_ids) = 0 THEN
+       AND p_now IS NULL AND p_queues[1] = ALL(p_ack_queues) THEN
         FOR v_out IN
             WITH clock AS MATERIALIZED (
                 SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms,
                        pg_advisory_xact_lock(
                            hashtextextended(p_queues[1], headgate_queue_lock_seed())) AS locked
+            ), acked AS MATERIALIZED (
+                -- After the queue lock (the one-time filter), rows locked in id order, as
+                -- the policy block's acks; its state checked on the row read (see there).
+                SELECT j.id, j.state = 'running' AND j.retention_ms > 0 AS kept, a.result,
+                       a.version
+                FROM (SELECT * FROM unnest(p_ack_ids, p_ack_leases, p_ack_fences,
+                                           p_ack_results, p_ack_versions)
+                      WHERE (SELECT now_ms FROM clock) IS NOT NULL)
+                    AS a(id, lease_id, fence, result, version)
+                JOIN jobs j ON j.id = a.id
+                WHERE j.lease_id = a.lease_id AND j.fence = a.fence
+                ORDER BY j.id FOR UPDATE OF j
             ), open_queue AS MATERIALIZED (
                 SELECT q.rr_cursor FROM queues q, clock
                 WHERE q.name = p_queues[1] AND q.paused = 0
@@ -128,7 +142,25 @@ BEGIN
                        AND ((SELECT count(*) FROM waiting) = 0 OR EXISTS (SELECT 1 FROM served))
                        AND NOT EXISTS (SELECT 1 FROM candidates
                                        WHERE rate_class <> ''
-                                          OR sticky_worker NOT IN ('', p_worker)) AS plain
+                                          OR sticky_worker NOT IN ('', p_worker))
+                       AND (SELECT count(*) FILTER (WHERE kept) FROM acked)
+                           = cardinality(p_ack_ids) AS plain
+            ), completed AS (
+                -- The acked rows, each on its own (no join): the rows this statement's
+                -- snapshot shows may predate a renewal that committed before the lock
+                -- above, and an UPDATE joined to the acks can miss such a row when it
+                -- re-reads it; the id list alone re-finds every one.
+                UPDATE jobs SET state = 'completed', lease_id = NULL,
+                    lease_expires_at_ms = NULL,
+                    finalized_at_ms = (SELECT now_ms FROM clock),
+                    expires_at_ms = (SELECT now_ms FROM clock) + retention_ms,
+                    result = COALESCE((SELECT k.result FROM acked k WHERE k.id = jobs.id),
+                                      result),
+                    result_schema_version = COALESCE(
+                        (SELECT k.version FROM acked k
+                         WHERE k.id = jobs.id AND k.result IS NOT NULL),
+                        result_schema_version)
+                WHERE id = ANY(ARRAY(SELECT id FROM acked)) AND (SELECT plain FROM decided)
             ), claimed AS (
                 UPDATE jobs SET state = 'running', fence = fence + 1, lease_id = p_lease_id,
                     lease_expires_at_ms = (SELECT now_ms FROM clock) + p_lease_ms,
@@ -137,6 +169,15 @@ BEGIN
                 WHERE id = ANY(ARRAY(SELECT id FROM candidates)) AND state = 'available'
                   AND (SELECT plain FROM decided)
                 RETURNING jobs AS j
+            ), history AS (
+                -- rows.bump_history: the completions, one row for the queue
+                INSERT INTO queue_history (queue, bucket_ms, completed)
+                SELECT p_queues[1], c.now_ms - c.now_ms % headgate_history_bucket_ms(),
+                       cardinality(p_ack_ids)
+                FROM clock c
+                WHERE cardinality(p_ack_ids) > 0 AND (SELECT plain FROM decided)
+                ON CONFLICT (queue, bucket_ms) DO UPDATE SET
+                    completed = queue_history.completed + excluded.completed
             )
             (SELECT (headgate_admitted_row(c.j)).*
              FROM claimed c ORDER BY (c.j).priority DESC, (c.j).rowid)
