@@ -311,6 +311,7 @@ def test_the_early_exit_takes_a_workers_acks_with_its_claims(pg_url: str) -> Non
     finally:
         store.close()
 
+
 def test_the_early_exit_completes_acked_rows_renewed_while_it_waited(pg_url: str) -> None:
     """The worker's lease keeper renews the jobs being acked while the ack's statement
     waits for the queue lock (another admit holds it): the statement's snapshot then

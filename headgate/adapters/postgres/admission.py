@@ -144,13 +144,13 @@ class ServerAdmission:
     def admit(self, worker_id: str, queues: Sequence[str], capacity: int,
               lease_ms: int = 30_000, quantum: int | None = None) -> list[Claim]:
         validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
-        return self._admit(worker_id, list(dict.fromkeys(queues)), capacity, lease_ms,
-                           quantum, NO_ACKS)[1]
+        return self._admit(worker_id, queues, capacity, lease_ms, quantum, NO_ACKS)[1]
 
-    def _admit(self, worker_id: str, names: list[str], capacity: int, lease_ms: int,
+    def _admit(self, worker_id: str, queues: Sequence[str], capacity: int, lease_ms: int,
                quantum: int | None, acks: PlainAcks) -> tuple[list[str], list[Claim]]:
         """One call of the function, trying its early exit first unless a policy had a
         say on this queue lately; returns (lost job ids, claims)."""
+        names = list(dict.fromkeys(queues))
         bound = self._policy_bound
         now = time.monotonic()
         try_plain = (len(names) == 1 and quantum is None and capacity > 0
@@ -182,8 +182,7 @@ class ServerAdmission:
         validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
         plain = plain_acks(acks)
         if plain is not None:
-            result = self._admit(worker_id, list(dict.fromkeys(queues)), capacity, lease_ms,
-                                 quantum, plain)
+            result = self._admit(worker_id, queues, capacity, lease_ms, quantum, plain)
             self._acked(acks)
             return result
         store: Any = self

@@ -154,12 +154,11 @@ BEGIN
                     lease_expires_at_ms = NULL,
                     finalized_at_ms = (SELECT now_ms FROM clock),
                     expires_at_ms = (SELECT now_ms FROM clock) + retention_ms,
-                    result = COALESCE((SELECT k.result FROM acked k WHERE k.id = jobs.id),
-                                      result),
-                    result_schema_version = COALESCE(
-                        (SELECT k.version FROM acked k
-                         WHERE k.id = jobs.id AND k.result IS NOT NULL),
-                        result_schema_version)
+                    (result, result_schema_version) = (
+                        SELECT COALESCE(k.result, jobs.result),
+                               CASE WHEN k.result IS NULL THEN jobs.result_schema_version
+                                    ELSE k.version END
+                        FROM acked k WHERE k.id = jobs.id)
                 WHERE id = ANY(ARRAY(SELECT id FROM acked)) AND (SELECT plain FROM decided)
             ), claimed AS (
                 UPDATE jobs SET state = 'running', fence = fence + 1, lease_id = p_lease_id,
