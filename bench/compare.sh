@@ -25,9 +25,9 @@
 # chancy and dbos drain below ~100 jobs/s, so their W3 runs at N_SLOW (the harness's
 # convention, 5000; W1, W2, W4 at N); SKIP_SLOW=1 leaves their W3 out altogether.
 #
-# Environment: N (20000), N_SLOW (5000), RUNS (3), ONLY, SKIP, SKIP_SLOW, MEM_JOBS
-# (100000), MEM_SERVE (20000), HTTP_SECONDS (8), OUT (/tmp/hg-compare/<timestamp>),
-# HG_PEERS_DIR (../shared/peers), HG_REF (HEAD, snapshotted with git archive; "worktree"
+# Environment: N (20000), N_SLOW (5000), RUNS (3: rounds of the peer rows, runs of the
+# others), ONLY, SKIP, SKIP_SLOW, MEM_JOBS (100000), MEM_SERVE (20000), HTTP_SECONDS (8),
+# OUT (/tmp/hg-compare/<timestamp>), HG_PEERS_DIR (../shared/peers), HG_REF (HEAD, snapshotted with git archive; "worktree"
 # measures the tree as it is), HG_COMPARE_PG (default: the harness's cluster on :5439,
 # so headgate and the PostgreSQL peers share one server and its settings).
 #
@@ -123,7 +123,7 @@ sampler=$!
 trap 'kill $sampler 2>/dev/null' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-for f in "$OUT"/*.jsonl; do [ -e "$f" ] && rm -f "$f"; done
+for f in "$OUT"/*.jsonl "$OUT"/rounds/*.jsonl; do [ -e "$f" ] && rm -f "$f"; done
 
 run() {  # run <label> <python> <script> [args...]: appends JSON lines to OUT/<label>.jsonl
   local label=$1 py=$2; shift 2
@@ -141,7 +141,12 @@ w3_slow() { [ "$SKIP_SLOW" = 1 ] && return 1; return 0; }
 HG="$ROOT/bench/peers_headgate.py"
 P="--runs $RUNS"
 
-# --- headgate ---------------------------------------------------------------------------
+# --- headgate and the peers, in rounds --------------------------------------------------
+# Each round runs every row once (--runs 1); RUNS rounds, merged per row afterwards
+# (bench/merge_rounds.py). A row's runs then span the same stretch of time as every other
+# row's, so the machine's drift moves both sides of a ratio alike.
+rows() {
+  local P="--runs 1"
 # Each engine's policy-free and policies rows back to back: their ratio is a target, and
 # the machine's speed drifts within the hour.
 run headgate_sqlite          "$HG_PY" "$HG" --store sqlite --n "$N" $P
@@ -168,6 +173,12 @@ for s in pg sqlite; do
   run dbos_$s $V-dbos/bin/python "$PEERS_DIR/bench_dbos.py" --store $s --workloads w1,w2,w4 --n "$N" $P
   w3_slow && run dbos_$s $V-dbos/bin/python "$PEERS_DIR/bench_dbos.py" --store $s --workloads w3 --n "$N_SLOW" $P
 done
+}
+for round in $(seq 1 "$RUNS"); do
+  say "== round $round of $RUNS"
+  rows
+done
+"$HG_PY" "$ROOT/bench/merge_rounds.py" "$OUT"/*.jsonl
 
 # --- the physical limits, WAL volume, HTTP and memory -----------------------------------
 run limits_sqlite "$HG_PY" "$ROOT/bench/limits.py" --store sqlite --n "$N" $P
@@ -180,7 +191,7 @@ run memory        "$HG_PY" "$ROOT/bench/memory.py" --pg-url "$PG_URL" --jobs "$M
 
 # --- tables -----------------------------------------------------------------------------
 {
-  echo "## Results (N=$N, W3 of chancy/dbos at N_SLOW=$N_SLOW, $RUNS runs each, median (min-max); $(date -u +%Y-%m-%dT%H:%MZ))"
+  echo "## Results (N=$N, W3 of chancy/dbos at N_SLOW=$N_SLOW, $RUNS rounds of one run each, median (min-max); $(date -u +%Y-%m-%dT%H:%MZ))"
   echo
   files=()
   for f in "$OUT"/headgate_*.jsonl "$OUT"/{huey,pgqueuer,pgqueuer_async,pgqueuer_default,oban,chancy,dbos_pg,dbos_sqlite}.jsonl; do

@@ -8,7 +8,8 @@ on the same row, with nothing of headgate's around them. One JSON line per loop,
 and min–max jobs/s over `--runs` runs, each run on fresh storage:
 
   insert_commit   N times: INSERT one job row, COMMIT               (W1's floor)
-  batch_insert    N rows, `--batch` (1000) per INSERT executemany + COMMIT  (W2's)
+  batch_insert    N rows, `--batch` (1000) per transaction + COMMIT         (W2's)
+                  SQLite: one INSERT executemany; PostgreSQL: COPY FROM STDIN
   claim_ack       N rows waiting (inserted first, untimed); then per job:
                   claim = UPDATE … SET state='running', lease … WHERE id = (the first
                   available row by the admission index) RETURNING id, COMMIT;
@@ -273,11 +274,15 @@ class PgRaw:
                 conn.commit()
 
     def batch_insert(self, ids: range, batch: int) -> None:
-        sql, conn = self._insert_sql(), self.conn
-        with conn.cursor() as cur:
-            for s in range(ids.start, ids.stop, batch):
-                cur.executemany(sql, [self.row(i) for i in range(s, min(ids.stop, s + batch))])
-                conn.commit()
+        """COPY, PostgreSQL's fastest bulk path (twice executemany's rate here): the
+        floor must be what the table allows, not what one client API does."""
+        conn = self.conn
+        copy = f"COPY raw_jobs ({', '.join(self.columns)}) FROM STDIN"
+        for s in range(ids.start, ids.stop, batch):
+            with conn.cursor() as cur, cur.copy(copy) as rows:
+                for i in range(s, min(ids.stop, s + batch)):
+                    rows.write_row(self.row(i))
+            conn.commit()
 
     def claim_ack(self, n: int) -> None:
         conn = self.conn

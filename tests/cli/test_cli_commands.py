@@ -23,6 +23,7 @@ NOT_BENCHMARKS = {
     "compare_table.py": "bench/compare.sh's table of one run's output",
     "httpbench.py": "the implementation behind bench/http.py (the `http` name)",
     "inspect.py": "the issue's name for inspection.py (the `inspect` name)",
+    "merge_rounds.py": "bench/compare.sh's merge of its rounds' JSON lines",
 }
 
 

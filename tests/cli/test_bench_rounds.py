@@ -1,0 +1,46 @@
+"""bench/merge_rounds.py, as bench/compare.sh runs it: the rounds' lines of a row become
+one line per workload whose figures are recomputed over every round, so the table's
+medians are the rounds' medians and a failed exactly-once check in any round shows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def line(workload: str, runs: list[float], **extra: object) -> str:
+    return json.dumps({"peer": "headgate[pg]", "n": 100, "runs_requested": 1,
+                       "workload": workload, "median": runs[0], "min": runs[0],
+                       "max": runs[0], "runs": runs, **extra})
+
+
+def test_rounds_are_merged_per_workload_with_their_figures_recomputed(tmp_path: Path) -> None:
+    out = tmp_path / "headgate_pg.jsonl"
+    rounds = [
+        line("W1", [900.0]),
+        line("W3", [500.0], lost=[0], exactly_once=True,
+             after_first_job={"median": 520.0, "min": 520.0, "max": 520.0, "runs": [520.0]}),
+        line("W1", [1100.0]),
+        line("W3", [700.0], lost=[2], exactly_once=False,
+             after_first_job={"median": 720.0, "min": 720.0, "max": 720.0, "runs": [720.0]}),
+        line("W1", [1000.0]),
+    ]
+    out.write_text("\n".join(rounds) + "\n")
+    subprocess.run([sys.executable, str(ROOT / "bench" / "merge_rounds.py"), str(out)],
+                   check=True, timeout=60)
+
+    merged = {r["workload"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert set(merged) == {"W1", "W3"}
+    w1, w3 = merged["W1"], merged["W3"]
+    assert (w1["median"], w1["min"], w1["max"]) == (1000.0, 900.0, 1100.0)
+    assert w1["runs"] == [900.0, 1100.0, 1000.0] and w1["rounds"] == 3
+    assert w1["runs_requested"] == 3
+    assert (w3["median"], w3["runs"], w3["lost"]) == (600.0, [500.0, 700.0], [0, 2])
+    assert w3["exactly_once"] is False
+    assert w3["after_first_job"]["median"] == 620.0
+    kept = (tmp_path / "rounds" / "headgate_pg.jsonl").read_text().splitlines()
+    assert kept == rounds
