@@ -30,6 +30,13 @@ class ConfigError(ValueError):
     """A setting is present but unusable; the message names the variable."""
 
 
+def names_a_store(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the environment says where the store is, rather than leaving it to the
+    default SQLite file in the working directory."""
+    env = os.environ if env is None else env
+    return any(env.get(name, "").strip() for name in ("HG_STORE", "HG_SQLITE", "HG_PG"))
+
+
 def _bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
     raw = env.get(name, "").strip().lower()
     if not raw:

@@ -81,10 +81,13 @@ class ApiState:
     def embedding_code_enqueues(self) -> bool:
         """Whether an enqueue runs embedding code (authorizer, middleware, hooks,
         plugins): code of unknown duration, which must not run inside a write
-        transaction, and whose run a concurrent retry must see as in progress (409)."""
+        transaction, and whose run a concurrent retry must see as in progress (409).
+        A circuit breaker counts too: it watches the producer Client's calls, which
+        the enqueue route makes only then (otherwise it calls `Store.enqueue_keyed`)."""
         hooks = self.hooks
         return bool(hooks.enqueue_authorizer is not None or hooks.middleware
-                    or hooks.insert_hooks or hooks.plugins)
+                    or hooks.insert_hooks or hooks.plugins
+                    or hooks.circuit_breaker is not None)
 
 
 def api_state(app: flask.Flask | None = None) -> ApiState:

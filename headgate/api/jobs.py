@@ -222,33 +222,24 @@ def enqueue() -> flask.Response:
     wanted = idempotency.request_hash()
     scope = idempotency.scope_key(idempotency_key())
     resp = json_response({"id": env.id}, 201)
-    parts = idempotency.stored_parts(resp)
-    client, context = producer(), enqueue_context()
-    duplicate: Duplicate | None = None
-    with store().idempotent_write(scope, wanted) as tx:
-        if tx.record is not None:
-            return idempotency.answer_existing(tx.record, wanted)
-        # Stored before the enqueue: PostgreSQL holds the queue's lock from the enqueue
-        # to the commit, so nothing else runs in between.
-        tx.respond(*parts)
-        tx.queues.add(env.queue)
-        try:
-            with producer_call():
-                ids = client.enqueue_many([env], context=context, conn=tx.conn)
-            if ids[0] != env.id:  # a middleware's own envelope
-                resp = json_response({"id": ids[0]}, 201)
-                tx.respond(*idempotency.stored_parts(resp))
-        except Duplicate as dup:
-            if idem_backed:
-                # Replay, not conflict: same Idempotency-Key → same job.
-                resp = json_response({"id": dup.existing_id, "replayed": True}, 201)
-                tx.respond(*idempotency.stored_parts(resp))
-            else:
-                tx.forget()  # a replace of the holder commits; the key stays free
-                duplicate = dup
-    if duplicate is not None:
-        raise duplicate
+
+    def replay_of(dup: Duplicate) -> tuple[int, dict[str, str], bytes] | None:
+        # Replay, not conflict: same Idempotency-Key → same job. A caller's own unique
+        # key held by another job stores nothing: a retry asks again.
+        return idempotency.stored_parts(_joined(dup)) if idem_backed else None
+
+    done = store().enqueue_keyed(scope, wanted, env, idempotency.stored_parts(resp), replay_of)
+    if done.record is not None:
+        return idempotency.answer_existing(done.record, wanted)
+    if done.duplicate is not None:
+        if idem_backed:
+            return _joined(done.duplicate)
+        raise done.duplicate
     return resp
+
+
+def _joined(dup: Duplicate) -> flask.Response:
+    return json_response({"id": dup.existing_id, "replayed": True}, 201)
 
 
 def _enqueue_claimed_first() -> flask.Response:
@@ -261,7 +252,7 @@ def _enqueue_claimed_first() -> flask.Response:
             ids = producer().enqueue_many([env], context=enqueue_context())
     except Duplicate as dup:
         if idem_backed:
-            return json_response({"id": dup.existing_id, "replayed": True}, 201)
+            return _joined(dup)
         raise
     return json_response({"id": ids[0]}, 201)
 

@@ -62,6 +62,22 @@ class TickInsert:
     moved: bool = False
 
 
+# A response as a replay gives it back: status, the headers that carry meaning, body.
+Answer = tuple[int, dict[str, str], bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedEnqueue:
+    """What `enqueue_keyed` did. `record`: the key already has one (answer from it;
+    nothing was enqueued). Otherwise `ids` (the job, with its answer stored) or
+    `duplicate` (the envelope's unique key is held; a holder's replacement is
+    committed, and an answer only if `duplicate_answer` gave one)."""
+
+    record: dict[str, Any] | None = None
+    ids: list[str] = field(default_factory=list)
+    duplicate: Duplicate | None = None
+
+
 @dataclass
 class IdempotentWrite:
     """A mutating request's Idempotency-Key and its action in one transaction
@@ -493,6 +509,17 @@ class Store(ABC):
 
     @abstractmethod
     def idempotency_abort(self, scope_key: str) -> None: ...
+
+    @abstractmethod
+    def enqueue_keyed(
+        self, scope_key: str, request_hash: str, envelope: Envelope, answer: Answer,
+        duplicate_answer: Callable[[Duplicate], Answer | None] | None = None,
+        ttl_ms: int = 86_400_000,
+    ) -> KeyedEnqueue:
+        """`POST /api/v1/jobs` without embedding code: the key's record, a validated
+        envelope's enqueue and `answer` (what a retry replays) committed together, so
+        a request costs one commit. Refusals raise as enqueue_many's do and store
+        nothing, so a retry runs again."""
 
     @contextmanager
     def idempotent_write(self, scope_key: str, request_hash: str,

@@ -32,7 +32,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from headgate.client import DEFAULT_CONTEXT, Client, chain
 from headgate.client import Middleware as ProducerMiddleware
-from headgate.config import Settings
+from headgate.config import ConfigError, Settings, names_a_store
 from headgate.core import EnqueueForbidden, Envelope, InvalidInput, schedule_spec
 from headgate.http_client import HttpClient
 from headgate.store import open_store
@@ -104,10 +104,21 @@ class App:
         self._lock = threading.Lock()
 
     # -- the store -------------------------------------------------------------------
-    def settings(self) -> Settings:
-        """Where this app's store is: its URL, else HG_STORE/HG_SQLITE/HG_PG."""
+    def settings(self, store_url: str | None = None) -> Settings:
+        """Where this app's store is: ``store_url``, else the app's URL, else
+        HG_STORE/HG_SQLITE/HG_PG. An http(s):// app has no store of its own: without
+        one of those its worker would drain a fresh SQLite file in the working directory
+        that nothing enqueues to, so that is a ConfigError instead."""
         settings = Settings.from_env()
-        return settings.with_store_url(self.url) if self.url and not self._http else settings
+        if store_url:
+            return settings.with_store_url(store_url)
+        if self._http is None:
+            return settings.with_store_url(self.url) if self.url else settings
+        if not names_a_store():
+            raise ConfigError(
+                f"App({self.url!r}) enqueues through that server and has no store of its "
+                "own; give its worker one (--store URL, HG_STORE, HG_SQLITE or HG_PG)")
+        return settings
 
     @property
     def store(self) -> Store:
@@ -384,9 +395,7 @@ class App:
         """What ``headgate worker --app mod:app`` and ``headgate serve --workers N
         --app mod:app`` call: open the store (``store_url``, else the app's own),
         make it the app's, and return ``worker()``."""
-        settings = self.settings()
-        if store_url:
-            settings = settings.with_store_url(store_url)
+        settings = self.settings(store_url)
         if migrate is not None:
             settings = replace(settings, migrate=migrate)
         store = open_store(settings.store_url(), **settings.store_options())  # type: ignore[arg-type]

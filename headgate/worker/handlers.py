@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from headgate.core import InvalidInput, Job
@@ -68,9 +68,6 @@ class HandlerSpec:
     timeout_ms: int | None = None
     deadline_ms: int | None = None
     isolated: bool | None = None  # None: the worker-wide setting
-    # An ``async def`` (or a callable whose ``__call__`` is one). A plain function
-    # returning an awaitable is awaited too; this says what registration can tell.
-    coroutine: bool = field(default=False, compare=False)
 
     @classmethod
     def of(cls, kind: str, fn: Handler, *, decoder: Decoder | None = None,
@@ -79,9 +76,7 @@ class HandlerSpec:
         check_handler(fn)
         if isolated:
             handler_ref(fn)  # fail at registration, not at the first job
-        return cls(kind, fn, decoder, timeout_ms, deadline_ms, isolated,
-                   coroutine=inspect.iscoroutinefunction(fn)
-                   or inspect.iscoroutinefunction(type(fn).__call__))
+        return cls(kind, fn, decoder, timeout_ms, deadline_ms, isolated)
 
     def runs_isolated(self, worker_default: bool) -> bool:
         return worker_default if self.isolated is None else self.isolated

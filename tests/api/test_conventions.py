@@ -66,6 +66,36 @@ def test_enqueue_replay_same_response_no_second_job(api: Api) -> None:
     assert api.get("/jobs/counts").json()["counts"]["available"] == 1
 
 
+def _forget_every_key(api: Api, store_url: str) -> None:
+    """What an expired record amounts to: the key's row gone, its job still there."""
+    if api.store.backend == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(api.store.path) as conn:  # type: ignore[attr-defined]
+            conn.execute("DELETE FROM api_idempotency")
+    else:
+        import psycopg
+
+        with psycopg.connect(store_url, autocommit=True) as conn:
+            conn.execute("DELETE FROM api_idempotency")
+
+
+def test_a_retry_whose_record_is_gone_joins_its_job_and_stores_the_answer(
+        api: Api, store_url: str) -> None:
+    """The Idempotency-Key is also the job's unique key: a retry after its record went
+    (the job outlived it) is answered with the first job, and that answer is stored."""
+    body = {"kind": "email.send", "payload": ""}
+    first = api.post("/jobs", json=body, key="order-43").json()["id"]
+    _forget_every_key(api, store_url)
+    joined = api.post("/jobs", json=body, key="order-43")
+    assert (joined.status_code, joined.json()) == (201, {"id": first, "replayed": True})
+    assert "Idempotent-Replayed" not in joined.headers  # decided by the unique key
+    replayed = api.post("/jobs", json=body, key="order-43")
+    assert replayed.json() == {"id": first, "replayed": True}
+    assert replayed.headers["Idempotent-Replayed"] == "true"  # now from the stored answer
+    assert api.get("/jobs/counts").json()["counts"]["available"] == 1
+
+
 def test_replay_is_verbatim_even_after_state_changed(api: Api) -> None:
     job_id = api.enqueue()
     first = api.delete(f"/jobs/{job_id}", key="del-1")

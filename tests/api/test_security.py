@@ -1041,6 +1041,12 @@ SQL_INTERPOLATIONS: dict[str, str] = {
     "QUEUE_LOCK_SEED": "an int constant of core/schema_constants.py (dialect.QUEUE_LOCK)",
     "PURGE": "a constant statement of idempotency.py, no input (PURGE_AND_LOCK)",
     "KEY_LOCK": "a constant statement of idempotency.py, no input (PURGE_AND_LOCK)",
+    "INSERT_DONE": "a constant statement head of idempotency.py, no input (UPSERT_DONE)",
+    "_INSERT_DONE": "INSERT_DONE translated to psycopg's placeholders (postgres/keyed.py)",
+    "_ON_CONFLICT_DONE": "idempotency.ON_CONFLICT_DONE translated, a constant clause",
+    "CALL_ONE": "the constant headgate_enqueue_v3 call of postgres/enqueue.py, "
+                "placeholders only",
+    "RESULT": "the constant select list of postgres/enqueue.py",
     "name": "a key of core/schema_constants.SQL_CONSTANTS, a literal identifier "
             "(migrations.constants_file)",
     "int(value)": "an int of SQL_CONSTANTS, formatted by int() (migrations.constants_file)",

@@ -10,12 +10,15 @@ from typing import Any
 
 import psycopg
 
+from headgate.adapters.sql import idempotency
 from headgate.adapters.sql.enqueue import EnqueueResult
 from headgate.adapters.sql.store import SqlStore
-from headgate.core import Claim, Envelope, Outcome
+from headgate.core import Claim, Duplicate, Envelope, Outcome
+from headgate.core.envelope import check_text
 from headgate.store.activity import ActivityHub
+from headgate.store.port import Answer, KeyedEnqueue
 
-from . import enqueue
+from . import enqueue, keyed
 from .admission import ServerAdmission
 from .announce import FinishedAnnouncer
 from .async_enqueue import AsyncProducer
@@ -146,6 +149,29 @@ class PostgresStore(ServerAdmission, SqlStore):
         except psycopg.OperationalError as exc:
             raise unavailable(exc) from exc
         return self._answer(result, publish=False)
+
+    def enqueue_keyed(
+        self, scope_key: str, request_hash: str, envelope: Envelope, answer: Answer,
+        duplicate_answer: Callable[[Duplicate], Answer | None] | None = None,
+        ttl_ms: int = idempotency.DAY_MS,
+    ) -> KeyedEnqueue:
+        """Two round trips, the enqueue and its answer committed in the second (see
+        keyed.py)."""
+        check_text("scope_key", scope_key)
+        env = envelope if envelope.fingerprint and envelope.id else envelope.validated()
+        with self.db.autocommit() as conn:
+            record, done, _ = keyed.enqueue_keyed(conn.raw, scope_key, request_hash, env,
+                                                   answer, self._origin(), ttl_ms)
+        if record is not None or done is None:
+            return KeyedEnqueue(record=record)
+        if done.inserted:
+            self.activity.publish(done.queues)
+        if done.duplicate is not None:
+            if duplicate_answer is not None:
+                keyed.store_replay(self.db, scope_key, request_hash, ttl_ms, done.duplicate,
+                                   duplicate_answer)
+            return KeyedEnqueue(duplicate=done.duplicate)
+        return KeyedEnqueue(ids=done.ids)
 
     def _enqueue(self, conn: Any, now: int, envs: Sequence[Envelope]) -> EnqueueResult:
         """The enqueue policy in the current transaction (the periodic tick's): the

@@ -8,13 +8,13 @@ because the SQL modules behind it use only the subset both engines share.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from headgate.core import StoreUnavailable
+from headgate.core import Duplicate, Envelope, StoreUnavailable
 from headgate.core.envelope import check_int, check_text
-from headgate.store.port import IdempotentWrite
+from headgate.store.port import Answer, IdempotentWrite, KeyedEnqueue
 
 from . import idempotency, operations, queue_admin
 
@@ -28,6 +28,8 @@ class ApiStorageMixin:
         activity: Any
 
         def _publish(self, queues: set[str] | str | None) -> None: ...
+
+        def enqueue_many_in(self, conn: Any, envelopes: Sequence[Envelope]) -> list[str]: ...
 
     # -- bulk operations -----------------------------------------------------------------
     def create_operation(self, action: str, selector: dict[str, Any],
@@ -116,6 +118,29 @@ class ApiStorageMixin:
     def idempotency_abort(self, scope_key: str) -> None:
         with self.db.write() as (conn, _):
             idempotency.abort(conn, scope_key)
+
+    def enqueue_keyed(
+        self, scope_key: str, request_hash: str, envelope: Envelope, answer: Answer,
+        duplicate_answer: Callable[[Duplicate], Answer | None] | None = None,
+        ttl_ms: int = idempotency.DAY_MS,
+    ) -> KeyedEnqueue:
+        """One write transaction (see idempotent_write); PostgreSQL's is two round trips
+        of its own."""
+        with self.idempotent_write(scope_key, request_hash, ttl_ms) as tx:
+            if tx.record is not None:
+                return KeyedEnqueue(record=tx.record)
+            tx.respond(*answer)
+            tx.queues.add(envelope.queue)
+            try:
+                ids = self.enqueue_many_in(tx.conn, [envelope])
+            except Duplicate as dup:
+                replay = duplicate_answer(dup) if duplicate_answer is not None else None
+                if replay is None:
+                    tx.forget()  # a replace of the holder commits; the key stays free
+                else:
+                    tx.respond(*replay)
+                return KeyedEnqueue(duplicate=dup)
+            return KeyedEnqueue(ids=ids)
 
     @contextmanager
     def idempotent_write(self, scope_key: str, request_hash: str,

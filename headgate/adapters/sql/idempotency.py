@@ -51,10 +51,15 @@ PURGE_AND_LOCK = (
 )
 
 
+def purge_due() -> bool:
+    """Whether this claim of a key is the one in PURGE_EVERY that also purges."""
+    return next(_begins) % PURGE_EVERY == 0
+
+
 def purge_and_lock(conn: Any, now: int, scope_key: str) -> None:
     """The key's lock (PostgreSQL; SQLite's one writer needs none), and on one call in
     PURGE_EVERY the purge."""
-    purge = next(_begins) % PURGE_EVERY == 0
+    purge = purge_due()
     if conn.dialect.name == "postgres":
         if purge:
             conn.execute(PURGE_AND_LOCK, (now, PURGE_BATCH, scope_key.encode()))
@@ -64,14 +69,18 @@ def purge_and_lock(conn: Any, now: int, scope_key: str) -> None:
         conn.execute(PURGE, (now, PURGE_BATCH))
 
 
-UPSERT_DONE = (
+# A stored answer replaces an expired or abandoned record of the key.
+INSERT_DONE = (
     "INSERT INTO api_idempotency (scope_key, request_hash, state, status, headers, body, "
-    "created_at_ms, expires_at_ms) VALUES (?, ?, 'done', ?, ?, ?, ?, ?) "
-    "ON CONFLICT (scope_key) DO UPDATE SET request_hash = excluded.request_hash, "
+    "created_at_ms, expires_at_ms) "
+)
+ON_CONFLICT_DONE = (
+    " ON CONFLICT (scope_key) DO UPDATE SET request_hash = excluded.request_hash, "
     "state = 'done', status = excluded.status, headers = excluded.headers, "
     "body = excluded.body, created_at_ms = excluded.created_at_ms, "
     "expires_at_ms = excluded.expires_at_ms"
 )
+UPSERT_DONE = INSERT_DONE + "VALUES (?, ?, 'done', ?, ?, ?, ?, ?)" + ON_CONFLICT_DONE
 
 
 def begin(conn: Any, now: int, scope_key: str, request_hash: str, ttl_ms: int,
@@ -91,18 +100,24 @@ def peek(conn: Any, now: int, scope_key: str, stale_ms: int = STALE_MS) -> dict[
     row = conn.execute(
         SELECT_KEY.format(for_update=conn.dialect.for_update), (scope_key,)
     ).fetchone()
-    if row is not None:
-        request, state, status, headers, body, created, expires = row
-        abandoned = state == "in_progress" and created <= now - stale_ms
-        if expires > now and not abandoned:
-            return {
-                "request_hash": request,
-                "state": state,
-                "status": status,
-                "headers": json.loads(headers) if headers else {},
-                "body": bytes(body) if body is not None else b"",
-            }
-    return None
+    return live_record(row, now, stale_ms)
+
+
+def live_record(row: Any, now: int, stale_ms: int = STALE_MS) -> dict[str, Any] | None:
+    """SELECT_KEY's row as the record a request must answer from, or None when there is
+    none, it expired, or it is an in-progress row of a request that died."""
+    if row is None:
+        return None
+    request, state, status, headers, body, created, expires = row
+    if expires <= now or (state == "in_progress" and created <= now - stale_ms):
+        return None
+    return {
+        "request_hash": request,
+        "state": state,
+        "status": status,
+        "headers": json.loads(headers) if headers else {},
+        "body": bytes(body) if body is not None else b"",
+    }
 
 
 def store_done(conn: Any, now: int, scope_key: str, request_hash: str, ttl_ms: int,

@@ -115,9 +115,7 @@ def build_worker(backend: HeadgateBackend, *, store_url: str | None = None,
     url = store_url
     if url is None and backend.url and not backend.url.startswith(("http://", "https://")):
         url = backend.url
-    settings = backend.app.settings()
-    if url:
-        settings = settings.with_store_url(url)
+    settings = backend.app.settings(url)
     if migrate is not None:
         settings = replace(settings, migrate=migrate)
     store = open_store(settings.store_url(), **settings.store_options())  # type: ignore[arg-type]
