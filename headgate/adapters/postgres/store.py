@@ -18,7 +18,7 @@ from headgate.core.envelope import check_text
 from headgate.store.activity import ActivityHub
 from headgate.store.port import Answer, KeyedEnqueue
 
-from . import enqueue, keyed
+from . import bulk, enqueue, keyed
 from .admission import ServerAdmission
 from .announce import FinishedAnnouncer
 from .async_enqueue import AsyncProducer
@@ -124,7 +124,10 @@ class PostgresStore(ServerAdmission, SqlStore):
         if not envs:
             return []
         with self.db.autocommit() as conn:
-            result = enqueue.call(conn.raw, envs, self._origin())
+            result = bulk.copy_batch(conn.raw, envs, self._origin()) \
+                if bulk.qualifies(envs) else None
+            if result is None:
+                result = enqueue.call(conn.raw, envs, self._origin())
         return self._answer(result, publish=True)
 
     async def enqueue_many_async(self, envelopes: Sequence[Envelope], *,

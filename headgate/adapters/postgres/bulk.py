@@ -1,0 +1,96 @@
+"""A batch enqueue by COPY: the function's early exit for batches.
+
+`headgate_enqueue_v3` inserts a batch with `INSERT … SELECT FROM unnest(…)` of one array
+per column; COPY of the same rows costs the server about a quarter less (1,000 rows with
+the counter triggers: 13.7–15.4 ms against 18.6–20.1 through the function, machine C).
+A batch goes this way when the function would decide nothing for it but the insert: no
+unique keys, every queue already has a row and no enqueue limit, no fingerprint is
+quarantined, every id is new. The queue locks and those checks are one statement (its
+snapshot predates the locks, as ENQUEUE_PLAIN's does: a quarantine or a limit committed
+in between applies from the next enqueue on); then the COPY, whose rows are the ones
+SQLite's batch inserts (`_insert_row`), and the arrivals and the wake-up NOTIFY with
+the COMMIT. A batch that fails a check, or whose COPY meets an id that exists, is
+rolled back and left to the function, which decides it. Three round trips against one,
+~0.5 ms of a batch's ~20.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Sequence
+
+import psycopg
+
+from headgate.adapters.sql.enqueue import EnqueueResult, _insert_row
+from headgate.core import Envelope
+
+from .connection import CLOCK
+from .notify import encode
+
+# The queues' locks in the order every enqueue and admission takes them (sorted, "C"),
+# then whether the batch may skip the function.
+LOCK_AND_CHECK = f"""
+SELECT ({CLOCK}),
+       NOT EXISTS (SELECT 1 FROM quarantine WHERE fingerprint = ANY(%(fingerprints)s::text[]))
+       AND (SELECT count(*) FROM queues WHERE name = ANY(%(queues)s::text[])
+            AND max_unfinished_jobs IS NULL) = cardinality(%(queues)s::text[])
+FROM (SELECT count(pg_advisory_xact_lock(hashtextextended(u.name, headgate_queue_lock_seed())))
+      FROM unnest(%(queues)s::text[]) AS u(name)) AS locked
+"""
+COPY_JOBS = """
+COPY jobs (id, kind, schema_version, payload, fingerprint, queue, priority, partition_key,
+    rate_class, weight, state, scheduled_at_ms, max_attempts, retention_ms, tags,
+    sticky_worker, headers, enqueued_at_ms, periodic_schedule_id, periodic_tick_ms,
+    was_pending) FROM STDIN
+"""
+ARRIVED_AND_NOTIFY = """
+WITH arrived AS (
+    INSERT INTO queue_history (queue, bucket_ms, arrived)
+    SELECT a.queue, %(now)s - %(now)s %% headgate_history_bucket_ms(), a.n
+    FROM unnest(%(queues)s::text[], %(counts)s::bigint[]) AS a(queue, n)
+    ON CONFLICT (queue, bucket_ms) DO UPDATE SET
+        arrived = queue_history.arrived + excluded.arrived
+    RETURNING 1
+)
+SELECT count(pg_notify('headgate', %(payload)s::text))
+FROM (SELECT count(*) FROM arrived) AS written WHERE %(payload)s::text IS NOT NULL
+"""
+
+
+def qualifies(envs: Sequence[Envelope]) -> bool:
+    return len(envs) > 1 and all(e.unique_key is None for e in envs)
+
+
+def copy_batch(raw: psycopg.Connection, envs: Sequence[Envelope],
+               origin: str | None) -> EnqueueResult | None:
+    """The batch inserted on `raw` (autocommit, no transaction open), or None with
+    nothing written when the function must decide it."""
+    arrived = Counter(e.queue for e in envs)
+    queues = sorted(arrived)
+    fingerprints = sorted({e.fingerprint for e in envs})
+    raw.execute("BEGIN")
+    try:
+        now, plain = raw.execute(LOCK_AND_CHECK, {
+            "queues": queues, "fingerprints": fingerprints}).fetchone()  # type: ignore[misc]
+        if not plain:
+            raw.execute("ROLLBACK")
+            return None
+        with raw.cursor() as cur, cur.copy(COPY_JOBS) as rows:
+            for env in envs:
+                rows.write_row(_insert_row(env, now))
+    except psycopg.errors.UniqueViolation:
+        raw.execute("ROLLBACK")  # an id that exists: a replay or a conflict
+        return None
+    except BaseException:
+        with contextlib.suppress(psycopg.Error):  # a lost connection is closed by the pool
+            raw.execute("ROLLBACK")
+        raise
+    payload = None if origin is None else encode(set(queues), origin)
+    with raw.pipeline():
+        raw.execute(ARRIVED_AND_NOTIFY, {
+            "now": now, "queues": queues, "counts": [arrived[q] for q in queues],
+            "payload": payload})
+        raw.execute("COMMIT")
+    return EnqueueResult(ids=[e.id for e in envs], inserted=len(envs),  # type: ignore[misc]
+                         queues=set(queues))
