@@ -44,10 +44,10 @@ answered AS (
 
 def enqueue_keyed(raw: psycopg.Connection, scope_key: str, request_hash: str,
                   env: Envelope, answer: Answer, origin: str | None, ttl_ms: int,
-                  ) -> tuple[dict | None, EnqueueResult | None, int]:
-    """On an autocommit connection: (the key's live record, None, now) without enqueuing,
-    or (None, what the enqueue did, now) with the answer stored. Typed refusals raise
-    after the commit, which then wrote nothing."""
+                  ) -> dict | EnqueueResult:
+    """On an autocommit connection: the key's live record (nothing enqueued), or what
+    the enqueue did, its answer stored. Typed refusals raise after the commit, which
+    then wrote nothing."""
     with raw.pipeline() as pipeline:
         raw.execute("BEGIN")
         lock = raw.execute(LOCK_AND_CLOCK, (scope_key.encode(),))
@@ -57,7 +57,7 @@ def enqueue_keyed(raw: psycopg.Connection, scope_key: str, request_hash: str,
         record = idempotency.live_record(peek.fetchone(), now)
         if record is not None:
             raw.execute("COMMIT")
-            return record, None, now
+            return record
         if idempotency.purge_due():
             raw.execute(PURGE, (now, idempotency.PURGE_BATCH))
         status, headers, body = answer
@@ -67,7 +67,7 @@ def enqueue_keyed(raw: psycopg.Connection, scope_key: str, request_hash: str,
         raw.execute("COMMIT")
         pipeline.sync()
         row = enqueued.fetchone()
-    return None, result([env], row), now
+    return result([env], row)
 
 
 def store_replay(db: PgDatabase, scope_key: str, request_hash: str, ttl_ms: int,

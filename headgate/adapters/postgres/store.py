@@ -163,10 +163,10 @@ class PostgresStore(ServerAdmission, SqlStore):
         check_text("scope_key", scope_key)
         env = envelope if envelope.fingerprint and envelope.id else envelope.validated()
         with self.db.autocommit() as conn:
-            record, done, _ = keyed.enqueue_keyed(conn.raw, scope_key, request_hash, env,
-                                                   answer, self._origin(), ttl_ms)
-        if record is not None or done is None:
-            return KeyedEnqueue(record=record)
+            done = keyed.enqueue_keyed(conn.raw, scope_key, request_hash, env, answer,
+                                       self._origin(), ttl_ms)
+        if isinstance(done, dict):
+            return KeyedEnqueue(record=done)
         if done.inserted:
             self.activity.publish(done.queues)
         if done.duplicate is not None:
