@@ -54,6 +54,13 @@ def _pg_database() -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for a PostgreSQL-only test (its module skips
+    without HG_TEST_PG)."""
+    yield from _pg_database()
+
+
 @pytest.fixture(params=["sqlite", "pg"])
 def store_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
     """A URL naming a fresh, empty database of the parametrized backend."""

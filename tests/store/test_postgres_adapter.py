@@ -5,22 +5,16 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 
 import psycopg
 import pytest
-from conftest import _pg_database, pg_available
+from conftest import pg_available
 from support import pg_ctl
 
 import headgate
 from headgate import Client, Outcome, StoreUnavailable, open_store
 
 pytestmark = pytest.mark.skipif(not pg_available(), reason="HG_TEST_PG not set")
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    yield from _pg_database()
 
 
 def wait_for(predicate, timeout: float = 5.0) -> bool:

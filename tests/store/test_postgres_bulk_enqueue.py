@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
-from conftest import _pg_database, pg_available
+from conftest import pg_available
 
 from headgate import (
     Backpressure,
@@ -31,11 +31,6 @@ COLUMNS = ("kind, schema_version, payload, fingerprint, priority, partition_key,
            "weight, state, CASE WHEN scheduled_at_ms = enqueued_at_ms THEN 0 "
            "ELSE scheduled_at_ms END, max_attempts, retention_ms, tags, sticky_worker, "
            "headers, periodic_schedule_id, periodic_tick_ms, was_pending, attempt, errors")
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    yield from _pg_database()
 
 
 @pytest.fixture

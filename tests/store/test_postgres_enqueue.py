@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
-from conftest import _pg_database, pg_available
+from conftest import pg_available
 from psycopg import sql
 from support import jobs_index_reads
 
@@ -28,11 +28,6 @@ from headgate.adapters.postgres.notify import CHANNEL, decode
 from headgate.core import AckRequest
 
 pytestmark = pytest.mark.skipif(not pg_available(), reason="HG_TEST_PG not set")
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    yield from _pg_database()
 
 
 @pytest.fixture

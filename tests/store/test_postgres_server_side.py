@@ -36,11 +36,6 @@ STRATEGIES = ("queue", "discard", "cancel_incoming", "cancel_running")
 
 
 @pytest.fixture
-def pg_url() -> Iterator[str]:
-    yield from _pg_database()
-
-
-@pytest.fixture
 def twin_urls() -> Iterator[tuple[str, str]]:
     for first in _pg_database():
         for second in _pg_database():

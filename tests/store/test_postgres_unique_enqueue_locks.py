@@ -11,18 +11,13 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from conftest import _pg_database, pg_available
+from conftest import pg_available
 
 from headgate import Envelope, IdConflict, Store, open_store
 
 pytestmark = pytest.mark.skipif(not pg_available(), reason="HG_TEST_PG not set")
 
 QUEUE_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))"
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    yield from _pg_database()
 
 
 @pytest.fixture
