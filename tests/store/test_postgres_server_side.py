@@ -451,6 +451,27 @@ def test_acks_find_their_rows_by_primary_key(pg_url: str) -> None:
     assert all(n == 0 for n in read.values()), {k: n for k, n in read.items() if n}
 
 
+def test_the_early_exit_claims_its_candidates_by_primary_key(pg_url: str) -> None:
+    """The early exit's claim goes from its locked candidates to their rows by id; with a
+    state test beside the id list, a generic plan made while jobs was small read every
+    available job through jobs_available_age on each call (O(backlog) per turn)."""
+    store = open_store(pg_url, notify=False, pool_max=1)
+    try:
+        _enqueue(store, 2_000, "bypk")
+        lost, claims = store.ack_and_admit([], "w", ["bypk"], 2, lease_ms=60_000)
+        before = jobs_index_reads(store)
+        for _ in range(20):
+            lost, claims = store.ack_and_admit([AckRequest(c, "success") for c in claims],
+                                               "w", ["bypk"], 2, lease_ms=60_000)
+            assert lost == [] and len(claims) == 2
+        after = jobs_index_reads(store)
+    finally:
+        store.close()
+    read = {name: after[name] - before.get(name, 0) for name in after}
+    assert read["jobs_available_age"] == 0, read
+    assert sum(read.values()) < 20 * 20, read
+
+
 def test_an_admit_locks_only_the_candidates_it_wants_on_a_first_read(pg_url: str) -> None:
     """Every candidate read is locked FOR UPDATE (a WAL record each): a first read of a
     partition takes what the admit wants, the extra room to skip comes only after a

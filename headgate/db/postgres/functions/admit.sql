@@ -161,12 +161,14 @@ BEGIN
                         FROM acked k WHERE k.id = jobs.id)
                 WHERE id = ANY(ARRAY(SELECT id FROM acked)) AND (SELECT plain FROM decided)
             ), claimed AS (
+                -- By id alone: the candidates are locked above as available, so a state
+                -- test adds nothing, and with one the generic plan (made while jobs was
+                -- small) read every available row through jobs_available_age.
                 UPDATE jobs SET state = 'running', fence = fence + 1, lease_id = p_lease_id,
                     lease_expires_at_ms = (SELECT now_ms FROM clock) + p_lease_ms,
                     worker_id = p_worker, attempted_at_ms = (SELECT now_ms FROM clock),
                     cancel_requested = 0
-                WHERE id = ANY(ARRAY(SELECT id FROM candidates)) AND state = 'available'
-                  AND (SELECT plain FROM decided)
+                WHERE id = ANY(ARRAY(SELECT id FROM candidates)) AND (SELECT plain FROM decided)
                 RETURNING jobs AS j
             ), history AS (
                 -- rows.bump_history: the completions, one row for the queue
