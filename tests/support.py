@@ -73,6 +73,12 @@ def jobs_index_reads(store: Any) -> dict[str, int]:
                                  "WHERE relname = 'jobs'").fetchall())
 
 
+def jobs_index_reads_since(store: Any, before: dict[str, int]) -> dict[str, int]:
+    """Tuples read from each index of `jobs` since `before` (a jobs_index_reads answer)."""
+    after = jobs_index_reads(store)
+    return {name: after[name] - before.get(name, 0) for name in after}
+
+
 def job_count(store: Any) -> int:
     """Every job the store holds, whatever its state (from the maintained counters)."""
     return sum(store.counts().values())
