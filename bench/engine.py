@@ -11,7 +11,10 @@ Metrics:
   admit_ack_many   the same, acking each admitted batch with one store.ack_many call
   ack_and_admit    the worker's steady state: store.ack_and_admit acks the previous
                    batch and admits the next in one transaction
-                   (the last two only where the store has those methods)
+                   (the last two only where the store has those methods); with
+                   --loops L, L such loops at once (threads, one connection each),
+                   the jobs spread over --queues Q queues and loop i on queue i % Q:
+                   what turns of one queue cost each other, against turns of two
 Variants:
   plain            no policy in play
   policies         every job in a rate class (limit high enough never to throttle),
@@ -19,7 +22,7 @@ Variants:
 
 Usage:
   .venv/bin/python bench/engine.py [--n 20000] [--runs 3] [--store sqlite|pg]
-      [--capacity 100] [--partitions 50]
+      [--capacity 100] [--partitions 50] [--loops 1 --queues 1]
   (pg reads HG_PG, else HG_TEST_PG; --profile METRIC prints a cProfile summary)
 """
 
@@ -35,6 +38,7 @@ import pstats
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -50,6 +54,8 @@ QUEUE = "bench"
 BATCH = 1000
 CAPACITY = 100
 PARTITIONS = 50
+LOOPS = 1
+QUEUES = [QUEUE]
 RATE_CLASS = "bench-rate"
 PAYLOAD = b'{"to": "someone@example.com", "template": "welcome", "n": %d}'
 
@@ -94,9 +100,10 @@ def check_backend(kind: str) -> Callable[[], contextlib.AbstractContextManager[s
 
 def envelopes(n: int, policies: bool) -> list[Envelope]:
     if not policies:
-        return [Envelope(kind="bench.job", payload=PAYLOAD % i, queue=QUEUE) for i in range(n)]
+        return [Envelope(kind="bench.job", payload=PAYLOAD % i, queue=QUEUES[i % len(QUEUES)])
+                for i in range(n)]
     return [
-        Envelope(kind="bench.job", payload=PAYLOAD % i, queue=QUEUE,
+        Envelope(kind="bench.job", payload=PAYLOAD % i, queue=QUEUES[i % len(QUEUES)],
                  partition_key=f"tenant-{i % PARTITIONS:02d}", rate_class=RATE_CLASS)
         for i in range(n)
     ]
@@ -105,8 +112,9 @@ def envelopes(n: int, policies: bool) -> list[Envelope]:
 def install_policies(store: Store) -> None:
     # Large enough never to throttle N jobs, but consulted for every one of them.
     store.upsert_rate_class(RATE_CLASS, limit=10_000_000, window_ms=1_000, burst=10_000_000)
-    store.upsert_concurrency_limit("bench-ceiling", queue=QUEUE, max_concurrent=10_000,
-                                   on_saturated="queue")
+    for queue in QUEUES:
+        store.upsert_concurrency_limit(f"ceiling-{queue}", queue=queue, max_concurrent=10_000,
+                                       on_saturated="queue")
 
 
 def single_enqueue(store: Store, n: int, policies: bool) -> float:
@@ -150,9 +158,11 @@ def _fill(store: Store, n: int, policies: bool) -> None:
 
 def _finish(store: Store, n: int, start: float) -> float:
     elapsed = time.perf_counter() - start
-    counts = store.counts(QUEUE)
-    if counts["completed"] != n:
-        raise RuntimeError(f"expected {n} completed, store counts {counts}")
+    # Job i went to QUEUES[i % len(QUEUES)] (envelopes).
+    wanted = [len(range(q, n, len(QUEUES))) for q in range(len(QUEUES))]
+    completed = [store.counts(queue)["completed"] for queue in QUEUES]
+    if completed != wanted:
+        raise RuntimeError(f"expected {wanted} completed in {QUEUES}, the store counts {completed}")
     return n / elapsed
 
 
@@ -177,20 +187,38 @@ def ack_and_admit(store: Store, n: int, policies: bool) -> float:
     from headgate.core.job import AckRequest
 
     _fill(store, n, policies)
-    done = 0
-    claims: list = []
+    done = [0] * LOOPS
+    errors: list[BaseException] = []
+
+    def loop(i: int) -> None:
+        claims: list = []
+        try:
+            while True:
+                acks = [AckRequest(c, Outcome.SUCCESS.value) for c in claims]
+                lost, claims = store.ack_and_admit(  # type: ignore[attr-defined]
+                    acks, f"bench-worker-{i}", [QUEUES[i % len(QUEUES)]], CAPACITY,
+                    lease_ms=60_000)
+                if lost:
+                    raise RuntimeError(f"{len(lost)} leases lost")
+                done[i] += len(acks)
+                if not claims:
+                    return
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            errors.append(exc)
+
     start = time.perf_counter()
-    while True:
-        acks = [AckRequest(c, Outcome.SUCCESS.value) for c in claims]
-        lost, claims = store.ack_and_admit(  # type: ignore[attr-defined]
-            acks, "bench-worker", [QUEUE], CAPACITY, lease_ms=60_000)
-        if lost:
-            raise RuntimeError(f"{len(lost)} leases lost")
-        done += len(acks)
-        if not claims:
-            break
-    if done != n:
-        raise RuntimeError(f"acked {done} of {n}")
+    if LOOPS == 1:
+        loop(0)
+    else:
+        threads = [threading.Thread(target=loop, args=(i,)) for i in range(LOOPS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    if sum(done) != n:
+        raise RuntimeError(f"acked {sum(done)} of {n}")
     return _finish(store, n, start)
 
 
@@ -229,7 +257,7 @@ def run_once(fresh: Callable[[], contextlib.AbstractContextManager[str]], metric
 
 
 def main(argv: list[str] | None = None) -> int:
-    global CAPACITY, PARTITIONS
+    global CAPACITY, PARTITIONS, LOOPS, QUEUES
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=20_000, help="jobs per run (default 20000)")
     parser.add_argument("--runs", type=int, default=3, help="runs per metric (default 3)")
@@ -242,12 +270,23 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"admit capacity per call (default {CAPACITY}; a W3 worker: 2)")
     parser.add_argument("--partitions", type=int, default=PARTITIONS,
                         help=f"partitions of the policies variant (default {PARTITIONS})")
+    parser.add_argument("--loops", type=int, default=1,
+                        help="concurrent ack_and_admit loops (default 1)")
+    parser.add_argument("--queues", type=int, default=1,
+                        help="queues the jobs are spread over; --loops a multiple of it")
     parser.add_argument("--profile", choices=sorted(METRICS),
                         help="profile one run of METRIC with cProfile (to stderr) and exit")
     args = parser.parse_args(argv)
-    if min(args.n, args.runs, args.capacity, args.partitions) < 1:
-        parser.error("--n, --runs, --capacity and --partitions must be >= 1")
-    CAPACITY, PARTITIONS = args.capacity, args.partitions
+    if min(args.n, args.runs, args.capacity, args.partitions, args.loops, args.queues) < 1:
+        parser.error("--n, --runs, --capacity, --partitions, --loops and --queues must be >= 1")
+    if args.loops % args.queues:
+        parser.error("--loops must be a multiple of --queues (each queue needs its loops)")
+    if args.loops > 1 or args.queues > 1:
+        if args.profile or any(m != "ack_and_admit" for m in args.metric or []):
+            parser.error("--loops and --queues apply to the ack_and_admit metric only")
+        args.metric = ["ack_and_admit"]
+    CAPACITY, PARTITIONS, LOOPS = args.capacity, args.partitions, args.loops
+    QUEUES = [QUEUE] if args.queues == 1 else [f"{QUEUE}-{i}" for i in range(args.queues)]
     fresh = check_backend(args.store)
     variants = args.variant or ["plain", "policies"]
 
@@ -272,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
                 "store": args.store,
                 "n": args.n,
                 "capacity": CAPACITY,
+                "loops": LOOPS,
+                "queues": len(QUEUES),
                 "partitions": PARTITIONS if variant == "policies" else None,
                 "runs": args.runs,
                 "unit": "jobs/s",
