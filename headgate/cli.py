@@ -376,6 +376,7 @@ BENCHMARKS = {
     "http": "http.py",
     "import_time": "import_time.py",
     "inspect": "inspection.py",
+    "keyed": "keyed.py",
     "limits": "limits.py",
     "memory": "memory.py",
     "peers": "peers_headgate.py",

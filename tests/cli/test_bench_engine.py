@@ -47,3 +47,17 @@ def test_refused_loop_options_are_one_usage_error(args: list[str], words: str) -
     assert done.returncode == 2
     assert words in done.stderr and "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+def test_the_keyed_write_benchmark_stores_one_job_per_answered_request() -> None:
+    # bench/keyed.py exits non-zero when a mode answered a request whose job is missing
+    # (or stored one it did not answer): the combining model's savepoints and groups.
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "keyed.py"), "--threads", "3", "--seconds",
+         "0.3", "--runs", "1", "--work-us", "20"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(x) for x in done.stdout.splitlines()]
+    assert [x["mode"] for x in lines] == ["direct[1 thread]", "direct", "combining"]
+    assert all(x["min"] > 0 for x in lines)
+    assert lines[2]["writes_per_transaction"] >= 1
