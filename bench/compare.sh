@@ -24,8 +24,11 @@
 #   memory                    bench/memory.py (worker after MEM_JOBS, serve under load)
 # chancy and dbos drain below ~100 jobs/s, so their W3 runs at N_SLOW (the harness's
 # convention, 5000; W1, W2, W4 at N); SKIP_SLOW=1 leaves their W3 out altogether.
+# WAL bytes per job run at N_WAL (5000): the figure does not depend on N (machine D:
+# W1 15,392 bytes at 20,000 jobs, 15,350 at 5,000 on B), but its pinned WAL makes a
+# run slower the longer it gets (17 of the 52 minutes at N = 20,000).
 #
-# Environment: N (20000), N_SLOW (5000), RUNS (3: rounds of the peer rows, runs of the
+# Environment: N (20000), N_SLOW (5000), N_WAL (5000), RUNS (3: rounds of the peer rows, runs of the
 # others), ONLY, SKIP, SKIP_SLOW, MEM_JOBS (100000), MEM_SERVE (20000), HTTP_SECONDS (8),
 # OUT (/tmp/hg-compare/<timestamp>), HG_PEERS_DIR (../shared/peers), HG_REF (HEAD, snapshotted with git archive; "worktree"
 # measures the tree as it is), HG_COMPARE_PG (default: the harness's cluster on :5439,
@@ -41,6 +44,7 @@ HG_PY=${HG_PY:-$ROOT/.venv/bin/python}
 V=/tmp/peers-venv
 N=${N:-20000}
 N_SLOW=${N_SLOW:-5000}
+N_WAL=${N_WAL:-5000}
 RUNS=${RUNS:-3}
 ONLY=${ONLY:-}
 SKIP=${SKIP:-}
@@ -183,8 +187,8 @@ done
 # --- the physical limits, WAL volume, HTTP and memory -----------------------------------
 run limits_sqlite "$HG_PY" "$ROOT/bench/limits.py" --store sqlite --n "$N" $P
 run limits_pg     "$HG_PY" "$ROOT/bench/limits.py" --store pg --pg-url "$PG_URL" --n "$N" $P
-run wal_sqlite    "$HG_PY" "$ROOT/bench/wal.py" --store sqlite --n "$N" $P
-run wal_pg        "$HG_PY" "$ROOT/bench/wal.py" --store pg --pg-url "$PG_URL" --n "$N" $P
+run wal_sqlite    "$HG_PY" "$ROOT/bench/wal.py" --store sqlite --n "$N_WAL" $P
+run wal_pg        "$HG_PY" "$ROOT/bench/wal.py" --store pg --pg-url "$PG_URL" --n "$N_WAL" $P
 run http          "$HG_PY" "$ROOT/bench/http.py" --pg-url "$PG_URL" --seconds "$HTTP_SECONDS" $P
 run memory        "$HG_PY" "$ROOT/bench/memory.py" --pg-url "$PG_URL" --jobs "$MEM_JOBS" \
                   --serve-requests "$MEM_SERVE" $P
