@@ -19,7 +19,7 @@ ENGINE = ROOT / "bench" / "engine.py"
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(ENGINE), *args], capture_output=True,
-                          text=True, timeout=300, check=False, env=os.environ.copy())
+                          text=True, timeout=300, check=False)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "pg"])
