@@ -1042,8 +1042,8 @@ SQL_INTERPOLATIONS: dict[str, str] = {
     "PURGE": "a constant statement of idempotency.py, no input (PURGE_AND_LOCK)",
     "KEY_LOCK": "a constant statement of idempotency.py, no input (PURGE_AND_LOCK)",
     "INSERT_DONE": "a constant statement head of idempotency.py, no input (UPSERT_DONE)",
-    "_INSERT_DONE": "INSERT_DONE translated to psycopg's placeholders (postgres/keyed.py)",
-    "_ON_CONFLICT_DONE": "idempotency.ON_CONFLICT_DONE translated, a constant clause",
+    "ONE_ARGS": "the constant argument list of one job (postgres/enqueue.py), "
+                "placeholders only",
     "CALL_ONE": "the constant headgate_enqueue_v3 call of postgres/enqueue.py, "
                 "placeholders only",
     "RESULT": "the constant select list of postgres/enqueue.py",

@@ -31,12 +31,13 @@ RESULT = """SELECT outcome, subject, queue_limit, current, incoming, received_qu
        duplicate_id, replaced, inserted"""
 # One job: each argument a one-element array built on the server, so psycopg dumps
 # scalars (~2 µs for the twenty-three) rather than lists (~60 µs).
-CALL_ONE = """headgate_enqueue_v3(ARRAY[%b::text], ARRAY[%b::text], ARRAY[%b::integer],
+ONE_ARGS = """ARRAY[%b::text], ARRAY[%b::text], ARRAY[%b::integer],
     ARRAY[%b::bytea], ARRAY[%b::text], ARRAY[%b::text], ARRAY[%b::integer],
     ARRAY[%b::text], ARRAY[%b::text], ARRAY[%b::bigint], ARRAY[%b::bigint],
     ARRAY[%b::integer], ARRAY[%b::bigint], ARRAY[%b::text], ARRAY[%b::text],
     ARRAY[%b::text], ARRAY[%b::text], ARRAY[%b::bigint], ARRAY[%b::boolean],
-    ARRAY[%b::bytea], ARRAY[%b::bigint], ARRAY[%b::integer], ARRAY[%b::bigint], %b::text)"""
+    ARRAY[%b::bytea], ARRAY[%b::bigint], ARRAY[%b::integer], ARRAY[%b::bigint], %b::text"""
+CALL_ONE = f"headgate_enqueue_v3({ONE_ARGS})"
 ENQUEUE_ONE = RESULT + "\nFROM " + CALL_ONE
 # One job without a unique key as one plain statement: the function's early exit, sent
 # first (no PL/pgSQL frame: on a backend idle between jobs the function's call cost

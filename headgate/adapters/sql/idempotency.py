@@ -111,8 +111,14 @@ def live_record(row: Any, now: int, stale_ms: int = STALE_MS) -> dict[str, Any] 
     request, state, status, headers, body, created, expires = row
     if expires <= now or (state == "in_progress" and created <= now - stale_ms):
         return None
+    return record(request, state, status, headers, body)
+
+
+def record(request_hash: str, state: str, status: int | None, headers: str | None,
+           body: bytes | None) -> dict[str, Any]:
+    """A live record's columns as the request answers from them."""
     return {
-        "request_hash": request,
+        "request_hash": request_hash,
         "state": state,
         "status": status,
         "headers": json.loads(headers) if headers else {},
