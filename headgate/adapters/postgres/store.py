@@ -158,8 +158,8 @@ class PostgresStore(ServerAdmission, SqlStore):
         duplicate_answer: Callable[[Duplicate], Answer | None] | None = None,
         ttl_ms: int = idempotency.DAY_MS,
     ) -> KeyedEnqueue:
-        """Two round trips, the enqueue and its answer committed in the second (see
-        keyed.py)."""
+        """One statement in autocommit: the key's lock and record, the enqueue and its
+        answer (see keyed.py)."""
         check_text("scope_key", scope_key)
         env = envelope if envelope.fingerprint and envelope.id else envelope.validated()
         with self.db.autocommit() as conn:

@@ -124,8 +124,8 @@ class ApiStorageMixin:
         duplicate_answer: Callable[[Duplicate], Answer | None] | None = None,
         ttl_ms: int = idempotency.DAY_MS,
     ) -> KeyedEnqueue:
-        """One write transaction (see idempotent_write); PostgreSQL's is two round trips
-        of its own."""
+        """One write transaction (see idempotent_write); PostgreSQL's is one statement of
+        its own."""
         with self.idempotent_write(scope_key, request_hash, ttl_ms) as tx:
             if tx.record is not None:
                 return KeyedEnqueue(record=tx.record)
