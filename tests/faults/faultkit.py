@@ -63,6 +63,39 @@ def children(pid: int) -> set[int]:
     return {int(p) for p in out.split()}
 
 
+def tcp_ports(pid: int) -> set[int]:
+    """The local ports of a process's TCP sockets (Linux /proc): on PostgreSQL, the
+    `client_port` of its sessions in pg_stat_activity."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{table}") as f:
+            next(f)  # the header
+            for line in f:
+                fields = line.split()
+                if fields[9] in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def sessions_on(store_url: str, ports: set[int]) -> int:
+    """How many PostgreSQL sessions have one of these client ports: a killed client's
+    session ends only once the statement it sent has finished (and committed)."""
+    import psycopg
+
+    with psycopg.connect(store_url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(%s)",
+                           (list(ports),)).fetchone()
+    return int(row[0]) if row else 0
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

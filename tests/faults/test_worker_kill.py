@@ -17,6 +17,8 @@ from faultkit import (
     jobs_in,
     read_effects,
     record,
+    sessions_on,
+    tcp_ports,
     unfinished,
     wait_for,
 )
@@ -74,8 +76,14 @@ def test_kill_9_of_one_of_two_workers_under_load_loses_and_doubles_nothing(
     a = fleet.worker("a", "--duties", "--concurrency", "4")
     b = fleet.worker("b", "--duties", "--concurrency", "4")
     wait_for(lambda: ends(tmp_path) >= 150, 60, "150 jobs to finish")
+    ports = tcp_ports(a.pid) if backend_of(store_url) == "pg" else set()
+    assert ports or backend_of(store_url) == "sqlite", "the victim has no sessions"
     a.kill9()
     killed = time.monotonic()
+    # PostgreSQL finishes a statement whose client died, and its last turn may claim
+    # jobs as well as ack them: the snapshot waits for the victim's sessions to end.
+    wait_for(lambda: not ports or sessions_on(store_url, ports) == 0, 30,
+             "the victim's sessions to end")
     # The store as the dead worker left it: its in-flight jobs still hold its leases.
     orphans = {j.id: j for j in jobs_in(store, "running") if j.worker_id == "a"}
     assert orphans, "the victim had nothing in flight"
@@ -89,13 +97,8 @@ def test_kill_9_of_one_of_two_workers_under_load_loses_and_doubles_nothing(
     report = audit(store, ids, tmp_path)
     assert report.problems == []
     assert report.terminal == {"completed": n}
-    late = set()  # the victim's own last acks, committed after the snapshot above
     for job in (store.get_job(i) for i in ids):
-        if job.id in orphans and job.crash_attempt == 0 and job.fence == orphans[job.id].fence:
-            # Sent before the kill: the server finishes a statement whose client died.
-            assert job.worker_id == "a" and job.errors == [], job
-            late.add(job.id)
-        elif job.id in orphans:
+        if job.id in orphans:
             # One lost lease, no failure charged; finished by the survivor.
             assert (job.crash_attempt, job.attempt) == (1, 0), job
             assert job.fence == orphans[job.id].fence + 1
@@ -103,7 +106,7 @@ def test_kill_9_of_one_of_two_workers_under_load_loses_and_doubles_nothing(
             assert job.worker_id == "b"
         else:
             assert (job.crash_attempt, job.attempt, job.errors) == (0, 0, []), job
-    assert report.crash_reclaims == len(orphans) - len(late)
+    assert report.crash_reclaims == len(orphans)
     # A success line of a fence the store did not keep is a run whose ack was refused:
     # the dead worker's, or a survivor's whose lease lapsed under load (it says so).
     survivor_log = b.log().splitlines()
