@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from support import headgate_cmd, pg_ctl, wait_for  # noqa: F401 - re-exported for the fault tests
 
@@ -88,8 +89,6 @@ def tcp_ports(pid: int) -> set[int]:
 def sessions_on(store_url: str, ports: set[int]) -> int:
     """How many PostgreSQL sessions have one of these client ports: a killed client's
     session ends only once the statement it sent has finished (and committed)."""
-    import psycopg
-
     with psycopg.connect(store_url, autocommit=True) as conn:
         row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(%s)",
                            (list(ports),)).fetchone()

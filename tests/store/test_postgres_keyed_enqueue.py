@@ -17,13 +17,15 @@ from conftest import pg_available
 from psycopg.pq import Trace
 
 from headgate import Backpressure, Envelope, Store, open_store
+from headgate.adapters.postgres.connection import translate
 from headgate.adapters.sql import idempotency
 
 pytestmark = pytest.mark.skipif(not pg_available(), reason="HG_TEST_PG not set")
 
 ANSWER = (201, {"Content-Type": "application/json"}, b'{"id": "x"}')
-KEY_LOCK = ("SELECT pg_advisory_xact_lock(hashtextextended(encode(%s, 'hex'), "
-            "headgate_key_lock_seed()))")
+KEY_LOCK = translate(idempotency.KEY_LOCK)
+RECORD = ("INSERT INTO api_idempotency (scope_key, request_hash, state, status, headers, "
+          "body, created_at_ms, expires_at_ms) VALUES (%s, %s, %s, 200, '{}', %s, %s, %s)")
 
 
 @pytest.fixture
@@ -91,10 +93,7 @@ def test_the_record_is_read_after_the_keys_lock(store: Store, pg_url: str) -> No
                 (holder.info.backend_pid,)).fetchone():
             time.sleep(0.01)
         now = int(time.time() * 1000)
-        holder.execute(
-            "INSERT INTO api_idempotency (scope_key, request_hash, state, status, headers, "
-            "body, created_at_ms, expires_at_ms) VALUES (%s, 'h', 'done', 200, '{}', "
-            "'held', %s, %s)", ("w:key", now, now + 60_000))
+        holder.execute(RECORD, ("w:key", "h", "done", b"held", now, now + 60_000))
         holder.commit()
         thread.join(timeout=10)
     finally:
@@ -111,10 +110,7 @@ def test_an_expired_or_abandoned_record_does_not_answer(store: Store, pg_url: st
         for key, state, created, expires in (
                 ("x:expired", "done", now - 10_000, now - 1),
                 ("x:abandoned", "in_progress", now - idempotency.STALE_MS - 1, now + 60_000)):
-            conn.execute(
-                "INSERT INTO api_idempotency (scope_key, request_hash, state, status, "
-                "headers, body, created_at_ms, expires_at_ms) VALUES (%s, 'old', %s, 200, "
-                "'{}', 'old', %s, %s)", (key, state, created, expires))
+            conn.execute(RECORD, (key, "old", state, b"old", created, expires))
     for key in ("x:expired", "x:abandoned"):
         done = store.enqueue_keyed(key, "new", _env(key), ANSWER)
         assert done.record is None and len(done.ids) == 1
