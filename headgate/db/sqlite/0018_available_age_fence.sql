@@ -1,0 +1,4 @@
+-- PostgreSQL only: its jobs_available_age gains a predicate that keeps the candidate scans
+-- off it while `jobs` has no planner statistics (see the PostgreSQL file of this number).
+-- SQLite, with no statistics either, plans those scans on jobs_admit (it weighs equality
+-- columns and the ORDER BY, not index sizes).
