@@ -507,6 +507,31 @@ def test_candidate_scans_use_jobs_admit_before_jobs_is_analyzed(pg_url: str,
     assert read["jobs_admit"] >= 20 * 2, read
 
 
+def test_the_oldest_age_readers_still_walk_jobs_available_age(pg_url: str) -> None:
+    """Migration 18's predicate admits only queries that test `enqueued_at_ms IS NOT
+    NULL`: the quiet group's oldest job (a noisy partition's queue) must say so, or it
+    sorts the queue's available jobs instead of reading the oldest few."""
+    store = open_store(pg_url, notify=False, pool_max=1)
+    try:
+        client = headgate.Client(store)
+        client.enqueue("k", b"calm", queue="q", partition_key="calm")
+        for start in range(0, 20_000, 1_000):
+            client.enqueue_many([Envelope(kind="k", payload=b"%d" % i, queue="q",
+                                          partition_key="loud")
+                                 for i in range(start, start + 1_000)])
+        with store.db.read() as conn:
+            conn.execute("ANALYZE jobs")
+        before = jobs_index_reads(store)
+        info = store.queue_extras()["q"]
+        read = jobs_index_reads_since(store, before)
+    finally:
+        store.close()
+    assert (info["noisy_partitions"], info["quiet_exact"]) == (1, False)
+    assert info["quiet_oldest_available_ms"] is not None
+    # the scan's oldest QUIET_OLDEST_SCAN, through the index, not all 20,001
+    assert 0 < read["jobs_available_age"] <= 2_100, read
+
+
 def test_an_admit_locks_only_the_candidates_it_wants_on_a_first_read(pg_url: str) -> None:
     """Every candidate read is locked FOR UPDATE (a WAL record each): a first read of a
     partition takes what the admit wants, the extra room to skip comes only after a

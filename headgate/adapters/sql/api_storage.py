@@ -100,8 +100,9 @@ class ApiStorageMixin:
         return len(measured)
 
     def queue_extras(self) -> dict[str, dict[str, Any]]:
+        now = self.now_ms()  # before the read: on PostgreSQL the clock is a session too
         with self.db.read() as conn:
-            return queue_admin.extras(conn, self.now_ms())
+            return queue_admin.extras(conn, now)
 
     # -- idempotency ---------------------------------------------------------------------
     def idempotency_begin(self, scope_key: str, request_hash: str,

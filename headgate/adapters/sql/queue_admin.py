@@ -99,9 +99,12 @@ def extras(conn: Any, now: int) -> dict[str, dict[str, Any]]:
             ).fetchone()[0]
             info["noisy_partitions"] = 1
             info["quiet_exact"] = False
+            # `enqueued_at_ms IS NOT NULL` (always true) is what lets PostgreSQL walk
+            # jobs_available_age for this (its migration 18), not sort the queue.
             oldest = conn.execute(
                 "SELECT min(enqueued_at_ms) FROM (SELECT enqueued_at_ms, partition_key FROM jobs "
-                "WHERE queue = ? AND state = 'available' ORDER BY enqueued_at_ms LIMIT ?) s "
+                "WHERE queue = ? AND state = 'available' AND enqueued_at_ms IS NOT NULL "
+                "ORDER BY enqueued_at_ms LIMIT ?) s "
                 "WHERE partition_key <> ?", (queue, QUIET_OLDEST_SCAN, noisy),
             ).fetchone()[0]
             if oldest is not None:
