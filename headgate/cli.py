@@ -243,7 +243,7 @@ def migrate(store_url: str | None) -> None:
     settings = _settings(store_url, migrate=True)
     url = settings.store_url()
     try:
-        store = headgate.open_store(url, **settings.store_options())  # type: ignore[arg-type]
+        store = headgate.open_store(url, **settings.store_options())
     except StoreUnavailable as exc:
         _store_failed(exc)
     try:

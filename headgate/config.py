@@ -11,6 +11,7 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
 DEFAULT_SQLITE_PATH = "headgate.db"
@@ -168,6 +169,12 @@ def parse_trusted_proxies(raw: str) -> TrustedProxies:
     return tuple(networks)
 
 
+class StoreOptions(TypedDict, total=False):
+    """``Settings.store_options()``: typed, so ``open_store(url, **options)`` checks."""
+    migrate: bool
+    notify: bool  # PostgreSQL only
+
+
 @dataclass(frozen=True)
 class Settings:
     store: str = "sqlite"
@@ -237,9 +244,9 @@ class Settings:
             return self.pg_url
         return f"sqlite:///{self.sqlite_path}"
 
-    def store_options(self) -> dict[str, object]:
+    def store_options(self) -> StoreOptions:
         """Keyword options for ``headgate.open_store`` that the URL cannot carry."""
-        options: dict[str, object] = {}
+        options: StoreOptions = {}
         if not self.migrate:
             options["migrate"] = False
         if self.store == "pg" and self.pg_poll_only:

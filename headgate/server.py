@@ -146,7 +146,7 @@ def check_store(settings: Settings) -> None:
     """Open the store once (migrating when the settings say so) and close it, so a
     server refuses to start on an unusable store (``StoreUnavailable``) instead of
     failing in its gunicorn worker."""
-    open_store(settings.store_url(), **settings.store_options()).close()  # type: ignore[arg-type]
+    open_store(settings.store_url(), **settings.store_options()).close()
 
 
 class _ServerProcess:

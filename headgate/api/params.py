@@ -130,7 +130,7 @@ def _struct(value: Any, fields: tuple[Field, ...] | Iterable[Field]) -> dict[str
     fields = tuple(fields)
     if not isinstance(value, dict):
         raise ApiError(422, INVALID_BODY)
-    dupes = getattr(value, "dupes", frozenset())
+    dupes: frozenset[str] = getattr(value, "dupes", frozenset())
     out: dict[str, Any] = {}
     # serde reports a bad value as it meets it, and missing fields only at the end.
     for f in fields:

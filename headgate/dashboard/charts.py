@@ -173,7 +173,8 @@ def depth_segments(by_state: dict[str, int], scale: int) -> list[dict[str, Any]]
     shown = [(s, int(by_state.get(s, 0) or 0)) for s in DEPTH_STATES if by_state.get(s)]
     total = sum(n for _, n in shown)
     scale = max(scale, total)
-    out, x = [], 0.0
+    out: list[dict[str, Any]] = []
+    x = 0.0
     if not scale:
         return out
     for s, n in shown:

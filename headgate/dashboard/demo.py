@@ -195,7 +195,7 @@ def seed(store: Any, *, rng: random.Random | None = None, running_lease_ms: int 
     store.set_enqueue_limit("billing", 500)
 
     if schedules and callable(getattr(store, "upsert_schedule", None)):
-        for sched in (
+        specs: tuple[dict[str, Any], ...] = (
             {"id": "nightly-report", "kind": "render_report", "spec": "0 3 * * *",
              "queue": "reports", "payload": _json({"report": "nightly"})},
             {"id": "heartbeat-ping", "kind": "deliver_webhook", "spec": "@every:60000",
@@ -203,7 +203,8 @@ def seed(store: Any, *, rng: random.Random | None = None, running_lease_ms: int 
             {"id": "weekday-digest", "kind": "send_email",
              "spec": "CRON_TZ=Europe/Paris 0 8 * * 1-5", "queue": "emails",
              "payload": _json({"template": "digest"}), "on_missed": "run_once"},
-        ):
+        )
+        for sched in specs:
             try:
                 store.upsert_schedule(sched)
                 out.schedules.append(sched["id"])

@@ -30,6 +30,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -211,12 +212,12 @@ def load_topics(store: Any, topics: set[str]) -> dict[str, Any]:
         if kind == "totals":
             out[topic] = once("counts:", lambda: store.counts(None))
         elif kind == "counts":
-            out[topic] = once(topic, lambda k=key: store.counts(k or None))
+            out[topic] = once(topic, partial(store.counts, key or None))
         elif kind == "queues":
             live = once("live", lambda: store.list_workers(views.WORKER_STALE_MS))
             served = {q for w in live for q in w.get("queues", [])}
             out[topic] = {"stats": once("queue_rows",
-                                        lambda s=served: views.queue_rows_data(store, s)),
+                                        partial(views.queue_rows_data, store, served)),
                           "served": served}
         elif kind == "queue":
             stats = once("queue_rows", lambda: views.queue_rows_data(store))

@@ -292,14 +292,14 @@ def timeline(job: Job, now: int | None = None) -> list[Step]:
         points.append((st, job.finalized_at_ms or (points[-1][1]), st))
     steps = [Step("created", enq, "", "pending", False)]
     for i, (label, at, colour) in enumerate(points):
-        last = i + 1 == len(points)
-        if last and terminal:
+        is_last = i + 1 == len(points)
+        if is_last and terminal:
             took = ""
-        elif last:
+        elif is_last:
             took = duration(now - at) + " so far"
         else:
             took = duration(points[i + 1][1] - at)
-        steps.append(Step(label, at, took, colour, last))
+        steps.append(Step(label, at, took, colour, is_last))
     return steps
 
 

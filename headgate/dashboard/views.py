@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import flask
 from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Response as BaseResponse  # what flask.redirect returns
 
 from headgate.core import HeadgateError, Job, JobFilter, JobPage, drain, names
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
@@ -82,7 +83,7 @@ _OPEN_ENDPOINTS = frozenset({"dashboard.signin", "dashboard.signin_post"})
 
 
 @bp.before_request
-def _require_sign_in() -> flask.Response | None:
+def _require_sign_in() -> BaseResponse | None:
     if flask.request.endpoint in _OPEN_ENDPOINTS or auth.signed_in():
         return None
     target = flask.url_for("dashboard.signin", next=flask.request.full_path.rstrip("?"))
@@ -176,7 +177,7 @@ def render(template: str, **ctx: Any) -> str:
 # -- sign-in ------------------------------------------------------------------------------
 
 @bp.get("/signin")
-def signin() -> str | flask.Response:
+def signin() -> str | BaseResponse:
     if not auth.tokens_required():
         return flask.redirect(flask.url_for("dashboard.overview"))
     return render("signin.html", page="signin", title="Sign in", error="",
@@ -184,7 +185,7 @@ def signin() -> str | flask.Response:
 
 
 @bp.post("/signin")
-def signin_post() -> tuple[str, int] | tuple[str, int, dict[str, str]] | flask.Response:
+def signin_post() -> tuple[str, int] | tuple[str, int, dict[str, str]] | BaseResponse:
     default = flask.url_for("dashboard.overview")
     nxt = auth.safe_next(flask.request.form.get("next"), default)
     if not auth.csrf_ok(flask.request.form.get("csrf")):
@@ -206,7 +207,7 @@ def signin_post() -> tuple[str, int] | tuple[str, int, dict[str, str]] | flask.R
 
 
 @bp.post("/signout")
-def signout() -> flask.Response:
+def signout() -> BaseResponse:
     if auth.csrf_ok(flask.request.form.get("csrf")):
         flask.session.clear()
     return flask.redirect(flask.url_for("dashboard.signin"))
@@ -348,7 +349,7 @@ def job_payload(job_id: str) -> str:
 
 
 @bp.get("/jobs/<path:job_id>")
-def job(job_id: str) -> flask.Response:
+def job(job_id: str) -> BaseResponse:
     if store().get_job(job_id) is None:
         not_found(f"There is no job with id “{job_id}”. It may have been deleted, or "
                   "removed by retention after it finished.")

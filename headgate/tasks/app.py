@@ -127,7 +127,7 @@ class App:
                 if self._store is None:
                     settings = self.settings()
                     self._store = open_store(settings.store_url(),
-                                             **settings.store_options())  # type: ignore[arg-type]
+                                             **settings.store_options())
                     self._owns_store = True
         return self._store
 
@@ -398,7 +398,7 @@ class App:
         settings = self.settings(store_url)
         if migrate is not None:
             settings = replace(settings, migrate=migrate)
-        store = open_store(settings.store_url(), **settings.store_options())  # type: ignore[arg-type]
+        store = open_store(settings.store_url(), **settings.store_options())
         self.use_store(store)
         self._owns_store = True
         return self._build(store, None, 10, {})

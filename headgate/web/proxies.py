@@ -25,8 +25,9 @@ from typing import Any
 
 from werkzeug.middleware.proxy_fix import ProxyFix
 
+from .wsgi import WsgiApp
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 PEER_KEY = "headgate.proxy_peer"
 
 

@@ -19,12 +19,12 @@ from urllib.parse import quote, unquote_to_bytes, urlsplit
 
 from werkzeug.routing import BaseConverter
 
+from .wsgi import WsgiApp
+
 ENCODED_SLASH = re.compile(r"%2f", re.IGNORECASE)
 SLASH_MARK = "\x00"
 # Set in the environ of a request whose path was rebuilt: its NULs are slash marks.
 MARKED = "headgate.slash_marks"
-
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 class Segment(BaseConverter):

@@ -260,8 +260,9 @@ class Dispatcher:
             if remaining <= 0:
                 return False
             can_admit = self.control.admitting() and self.free() > 0
-            use_probe = probe is not None and can_admit and delay is not None
-            if self.doorbell.wait(min(remaining, probe_s) if use_probe else remaining):
+            # The probe when it may end this wait early, else None.
+            early = probe if can_admit and delay is not None else None
+            if self.doorbell.wait(min(remaining, probe_s) if early is not None else remaining):
                 reasons = self.doorbell.take()
                 if "control" in reasons:
                     return False
@@ -275,6 +276,6 @@ class Dispatcher:
                 if "slot" in reasons and (saturated or delay is None):
                     return False
                 continue
-            if use_probe and probe() != token and time.monotonic() - last_poll >= hint_gap:
+            if early is not None and early() != token and time.monotonic() - last_poll >= hint_gap:
                 return True
         return False

@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from multiprocessing.context import BaseContext
 from typing import Any
 
 from headgate.core import Job, Outcome
@@ -54,7 +55,7 @@ def mp_context(preload: list[str]) -> Any:
         if _mp_context is None:
             methods = multiprocessing.get_all_start_methods()
             if "forkserver" in methods:
-                ctx = multiprocessing.get_context("forkserver")
+                ctx: BaseContext = multiprocessing.get_context("forkserver")
                 modules = ["headgate.worker.isolation"] + [
                     m for m in dict.fromkeys(preload) if m != "__main__"
                 ]

@@ -263,7 +263,7 @@ class Worker:
         if threading.current_thread() is not threading.main_thread() \
                 or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
             return {}
-        previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+        previous: dict[int, Any] = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
         install_signal_handlers(self, None)
         return previous
 

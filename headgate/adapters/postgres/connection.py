@@ -23,6 +23,7 @@ from psycopg.pq import TransactionStatus
 from headgate.adapters.dialect import POSTGRES
 from headgate.adapters.migrations import function_files, has_statements, migrations
 from headgate.adapters.migrations import known_versions as migration_versions
+from headgate.adapters.sql.conn import Cursor
 from headgate.core import InvalidInput
 
 from .outage import Reachability, connection_lost, first_line, unavailable
@@ -67,12 +68,12 @@ class PgConnection:
     def __init__(self, raw: psycopg.Connection) -> None:
         self.raw = raw
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor:
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         cur = self.raw.cursor()
         cur.execute(translate(sql), tuple(params))
         return cur
 
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> psycopg.Cursor:
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> Cursor:
         cur = self.raw.cursor()
         cur.executemany(translate(sql), rows)
         return cur

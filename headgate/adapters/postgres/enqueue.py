@@ -159,7 +159,9 @@ def call(raw: psycopg.Connection, envs: Sequence[Envelope],
     check_ids(envs)
     if len(envs) == 1:
         env = envs[0]
-        if plain(env) and raw.execute(ENQUEUE_PLAIN, _plain_params(env, origin)).fetchone()[0]:
+        # ENQUEUE_PLAIN is an aggregate: always one row, never None.
+        if plain(env) and raw.execute(  # type: ignore[index]
+                ENQUEUE_PLAIN, _plain_params(env, origin)).fetchone()[0]:
             return inserted_plainly(env)
         row = raw.execute(ENQUEUE_ONE, [*_row(env), origin]).fetchone()
     else:

@@ -13,7 +13,8 @@ from headgate.adapters.dialect import Dialect
 
 
 class Cursor(Protocol):
-    rowcount: int
+    @property
+    def rowcount(self) -> int: ...  # read-only, as on sqlite3's and psycopg's cursors
 
     def fetchone(self) -> Any: ...
 

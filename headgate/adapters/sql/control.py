@@ -253,8 +253,8 @@ def heartbeat(
             SELECT_RUNNING_CHECK.format(marks=",".join("?" * len(chunk))), chunk))
     cancelled = []
     for claim in running:
-        row = rows.get(claim.job.id)
-        if row is None or row[0] != State.RUNNING.value or row[1] or row[2] != claim.fence:
+        held = rows.get(claim.job.id)
+        if held is None or held[0] != State.RUNNING.value or held[1] or held[2] != claim.fence:
             cancelled.append(claim)
     return {"signal": signal[0], "cancelled": cancelled}
 

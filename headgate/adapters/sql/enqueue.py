@@ -12,6 +12,8 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
+from typing import Final, cast
 
 from headgate.core import (
     TERMINAL,
@@ -160,13 +162,13 @@ def _enqueue_one(conn: Connection, now: int, env: Envelope) -> EnqueueResult:
 
 
 def _enqueue_batch(conn: Connection, now: int, envs: Sequence[Envelope]) -> EnqueueResult:
-    ids = [env.id for env in envs]
+    ids = cast("list[str]", [env.id for env in envs])  # validated: each has an id
     if len(set(ids)) != len(ids):
         raise InvalidInput("batch contains the same id twice")
     existing = _existing(conn, ids)
     fresh: list[Envelope] = []
     for env in envs:
-        row = existing.get(env.id)
+        row = existing.get(env.id)  # type: ignore[arg-type]
         if row is None:
             fresh.append(env)
             continue
@@ -180,7 +182,7 @@ def _enqueue_batch(conn: Connection, now: int, envs: Sequence[Envelope]) -> Enqu
     if not fresh:
         return result
 
-    fps = sorted({e.fingerprint for e in fresh})  # type: ignore[misc]
+    fps = sorted(cast("set[str]", {e.fingerprint for e in fresh}))  # validated: all set
     for chunk in _chunks(fps):
         hit = conn.execute(
             SELECT_QUARANTINED.format(marks=",".join("?" * len(chunk))), chunk
@@ -269,11 +271,18 @@ def _check_backpressure(conn: Connection, fresh: list[Envelope]) -> None:
             raise Backpressure(queue, limit, current, incoming[queue])
 
 
-_UNREAD = object()
+class _Unread(Enum):
+    """`_claim_unique`'s default `held_by`: an enum member, so mypy can narrow it away."""
+    UNREAD = 0
 
 
-def _claim_unique(conn: Connection, now: int, env: Envelope, key: bytes,
-                  replace: bool = True, held_by: object = _UNREAD) -> Duplicate | None:
+_UNREAD: Final = _Unread.UNREAD
+
+
+def _claim_unique(
+    conn: Connection, now: int, env: Envelope, key: bytes, replace: bool = True,
+    held_by: tuple[str, int | None] | None | _Unread = _UNREAD,
+) -> Duplicate | None:
     """A key is held until its window ends, or, without a window, while its holder is
     unfinished (and a held key's holder takes `env`'s replacements, if `replace`);
     else it now names this envelope's job. `held_by`: the key's row (job_id,

@@ -349,13 +349,12 @@ def release(conn: Connection, now: int, claims: Sequence[Claim]) -> tuple[int, s
     """Hand claims back without charging an attempt: the table's rate_limited row
     (running → available, neither counter moves). Returns how many were still held."""
     released = 0
-    queues = set()
+    queues: set[str] = set()
     rule = transition(State.RUNNING, Outcome.RATE_LIMITED.value)
     conn.dialect.lock_queues(conn, sorted({c.job.queue for c in claims}))
     for claim in sorted(claims, key=lambda c: c.job.id):
-        row = _locked_job(conn, claim.job.id)
         try:
-            _lost_unless(row, claim)
+            row = _lost_unless(_locked_job(conn, claim.job.id), claim)
         except LeaseLost:
             continue
         _update(conn, claim.job.id, {
@@ -396,9 +395,10 @@ def write_output(
 
 def reclaim_expired(
     conn: Connection, now: int, limit: int, crash_limit: int = DEFAULT_CRASH_LIMIT
-) -> set[str]:
-    """lease_lost for every expired lease: crash accounting, quarantine at the limit."""
-    queues = set()
+) -> tuple[int, set[str]]:
+    """lease_lost for every expired lease: crash accounting, quarantine at the limit.
+    Returns how many leases expired and the queues they were in."""
+    queues: set[str] = set()
     lock_job_queues(conn, EXPIRED_QUEUES, (now, limit))
     sql = SELECT_EXPIRED.format(skip_locked=conn.dialect.skip_locked)
     rows = conn.execute(sql, (now, limit)).fetchall()

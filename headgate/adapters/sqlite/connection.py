@@ -234,7 +234,8 @@ def known_versions() -> set[int]:
 
 def _split_sql(text: str) -> list[str]:
     """Split a migration into statements, keeping trigger bodies whole."""
-    statements, buf = [], []
+    statements: list[str] = []
+    buf: list[str] = []
     for line in text.splitlines():
         if line.strip().startswith("--") and not buf:
             continue

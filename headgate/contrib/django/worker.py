@@ -118,7 +118,7 @@ def build_worker(backend: HeadgateBackend, *, store_url: str | None = None,
     settings = backend.app.settings(url)
     if migrate is not None:
         settings = replace(settings, migrate=migrate)
-    store = open_store(settings.store_url(), **settings.store_options())  # type: ignore[arg-type]
+    store = open_store(settings.store_url(), **settings.store_options())
     names = list(queues or sorted(backend.queues) or [compat.DEFAULT_TASK_QUEUE_NAME])
     worker = Worker(store, queues=names, concurrency=concurrency, **options)
     for hook in backend.app.attempt_hooks:
