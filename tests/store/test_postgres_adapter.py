@@ -264,3 +264,26 @@ def test_a_database_at_schema_9_upgrades_with_its_jobs(pg_url: str) -> None:
         assert store.counts("up")["running"] == 2
     finally:
         store.close()
+
+
+def test_reads_that_need_the_clock_hold_one_connection(pg_url: str) -> None:
+    """The store time is a query of its own on PostgreSQL. A read that asked for it while
+    holding its connection needed two at once, so as many concurrent readers as pooled
+    connections all waited for a second one until the pool gave up; with one
+    connection every such read did."""
+    store = open_store(pg_url, notify=False, pool_max=1)
+    try:
+        Client(store).enqueue("k", b"", queue="q")
+        started = time.monotonic()
+        assert [q["queue"] for q in store.queue_stats()] == ["q"]
+        assert store.queue_extras()["q"]["noisy_partitions"] == 0
+        assert store.list_workers(60_000) == []
+        assert store.rate_classes() == []
+        assert len(store.list_jobs(headgate.JobFilter(queue="q")).jobs) == 1
+        assert store.explain_admission("missing") is None
+        assert "orphans" in store.unique_key_counts()
+        assert isinstance(store.history_bucket_counts(0), dict)
+        assert store.find_schedule_run("missing", "key") is None
+        assert time.monotonic() - started < 5  # none waited out the pool's timeout
+    finally:
+        store.close()

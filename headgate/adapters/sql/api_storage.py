@@ -100,7 +100,7 @@ class ApiStorageMixin:
         return len(measured)
 
     def queue_extras(self) -> dict[str, dict[str, Any]]:
-        now = self.now_ms()  # before the read: on PostgreSQL the clock is a session too
+        now = self.now_ms()
         with self.db.read() as conn:
             return queue_admin.extras(conn, now)
 

@@ -42,7 +42,11 @@ from .rows import bump_history
 
 class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
     """The store port over the shared SQL modules. Subclasses supply `db` (write/read/
-    query on their engine), the clock and what only their engine can do."""
+    query on their engine), the clock and what only their engine can do.
+
+    A read takes the store time before it opens: on PostgreSQL the clock is a query on a
+    pooled connection, and asking for one while holding another could leave every pooled
+    connection held by a reader waiting for a second (until the pool's timeout)."""
 
     db: Any
     crash_limit: int = 3
@@ -88,8 +92,9 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
             return admission.admit(conn, now, worker_id, queues, capacity, lease_ms, quantum)
 
     def explain_admission(self, job_id: str) -> Explanation | None:
+        now = self.now_ms()
         with self.db.read() as conn:
-            return admission.explain(conn, self.now_ms(), job_id)
+            return admission.explain(conn, now, job_id)
 
     def ack(self, claim: Claim, outcome: Outcome, error: str | None = None,
             delay_ms: int | None = None, result: bytes | None = None, *,
@@ -188,8 +193,9 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
             return uniques.sweep_orphans(conn, now, limit)
 
     def unique_key_counts(self) -> dict[str, Any]:
+        now = self.now_ms()
         with self.db.read() as conn:
-            return {**uniques.counts(conn, self.now_ms()),
+            return {**uniques.counts(conn, now),
                     "orphans": uniques.orphan_sweep_state(conn)}
 
     def prune_history(self, older_than_ms: int, limit: int = 1000) -> int:
@@ -200,8 +206,9 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
 
     def history_bucket_counts(self, older_than_ms: int) -> dict[str, dict[str, Any]]:
         check_int("older_than_ms", older_than_ms, 0)
+        now = self.now_ms()
         with self.db.read() as conn:
-            return buckets.counts(conn, self.now_ms() - older_than_ms)
+            return buckets.counts(conn, now - older_than_ms)
 
     def latency_histograms(self, since_ms: int) -> list[tuple[str, int, str, int, int, int]]:
         with self.db.read() as conn:
@@ -235,8 +242,9 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
             control.signal_worker(conn, worker_id, command)
 
     def list_workers(self, within_ms: int) -> list[dict[str, Any]]:
+        now = self.now_ms()
         with self.db.read() as conn:
-            return inspection.list_workers(conn, self.now_ms(), within_ms)
+            return inspection.list_workers(conn, now, within_ms)
 
     def remove_worker(self, worker_id: str) -> None:
         with self.db.write() as (conn, _):
@@ -309,8 +317,9 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
         self.activity.publish(())
 
     def rate_classes(self) -> list[dict[str, Any]]:
+        now = self.now_ms()
         with self.db.read() as conn:
-            return inspection.rate_classes(conn, self.now_ms())
+            return inspection.rate_classes(conn, now)
 
     def upsert_concurrency_limit(self, name: str, queue: str, max_concurrent: int,
                                  on_saturated: str = "queue") -> None:
@@ -354,8 +363,9 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
 
     def list_jobs(self, filter: JobFilter, cursor: str | None = None, limit: int = 50,
                   include_payload: bool = False) -> JobPage:
+        now = self.now_ms()
         with self.db.read() as conn:
-            return job_pages.list_jobs(conn, self.now_ms(), filter, cursor, limit,
+            return job_pages.list_jobs(conn, now, filter, cursor, limit,
                                        include_payload)
 
     def counts(self, queue: str | None = None) -> dict[str, int]:
@@ -363,8 +373,9 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
             return inspection.counts(conn, queue)
 
     def queue_stats(self) -> list[dict[str, Any]]:
+        now = self.now_ms()
         with self.db.read() as conn:
-            return inspection.queue_stats(conn, self.now_ms())
+            return inspection.queue_stats(conn, now)
 
     def partitions(self, queue: str) -> list[dict[str, Any]]:
         check_text("queue", queue)
