@@ -94,6 +94,20 @@ def block(job: Job, ctx: JobContext) -> None:
     return None
 
 
+def slow_cleanup(job: Job, ctx: JobContext) -> None:
+    """Runs until cancelled, then takes a moment to clean up before it returns."""
+    _mark(job, "started")
+    if ctx.cancelled.wait(60):
+        time.sleep(0.3)
+        _mark(job, "cleaned")
+
+
+def deaf(job: Job, ctx: JobContext) -> None:
+    """Ignores cancellation: shutdown must not wait for it beyond its bound."""
+    _mark(job, "started")
+    time.sleep(60)
+
+
 def suicide(job: Job, ctx: JobContext) -> None:
     _mark(job, "started")
     os.kill(os.getpid(), signal.SIGKILL)
@@ -178,6 +192,8 @@ def register_all(worker: Worker) -> Worker:
     worker.register("user.greet", json_v2, aliases=("user.hello",),
                     decoder=JsonDecoder(current=2, upcasters={1: _v1_to_v2}))
     worker.register("block", block)
+    worker.register("slow-cleanup", slow_cleanup)
+    worker.register("deaf", deaf)
     worker.register("suicide", suicide)
     worker.register("isolated-report", isolated_report, isolated=True)
     worker.register("isolated-crash", isolated_crash, isolated=True)

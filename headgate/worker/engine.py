@@ -19,8 +19,9 @@ They share the table of attempts (``attempts``) and the stop state (``control``)
 
 Shutdown drains: admission stops, in-flight handlers get ``drain_ms`` to finish while
 their leases keep being renewed, whatever is left is released (back to available,
-nothing charged), acks already decided are written, then the threads end and a last
-heartbeat marks the worker stopped.
+nothing charged) and its handlers told to stop, acks already decided are written,
+released in-thread handlers get ``RELEASED_RETURN_S`` to return, then the threads end
+and a last heartbeat marks the worker stopped.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ from .run_state import Control
 from .worker_config import WorkerConfig
 
 log = logging.getLogger("headgate.worker")
+# How long an in-thread handler whose job shutdown released (its ctx.cancelled set) gets
+# to return, for its cleanup, before the process exits without it.
+RELEASED_RETURN_S = 1.0
 
 
 class Engine:
@@ -159,10 +163,14 @@ class Engine:
             log.info("worker %s: released %d unfinished job(s) without charging an attempt",
                      worker_id, released)
         # Let the dispatcher write the acks already decided; give isolated children
-        # their SIGTERM grace. In-thread handlers are daemons and are not waited for.
-        settle_deadline = time.monotonic() + self.config.kill_grace_ms / 1000 + 1
+        # their SIGTERM grace and released in-thread handlers RELEASED_RETURN_S to
+        # return. Past that, in-thread handlers are daemons and are not waited for.
+        now = time.monotonic()
+        settle_deadline = now + self.config.kill_grace_ms / 1000 + 1
+        return_deadline = now + (RELEASED_RETURN_S if leftovers else 0)
         while time.monotonic() < settle_deadline and any(
             a.acking or (a.process is not None and a.process.is_alive())
+            or (not a.thread_done and not a.isolated and time.monotonic() < return_deadline)
             for a in inflight.all()
         ):
             time.sleep(0.02)

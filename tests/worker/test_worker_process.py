@@ -21,6 +21,7 @@ from support import headgate_cmd, wait_for
 
 import headgate
 from headgate import Envelope, State, Store
+from headgate.worker.engine import RELEASED_RETURN_S
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 APP = "worker_app:make_worker"
@@ -279,6 +280,27 @@ def test_job_that_kills_its_worker_three_times_ends_quarantined(
 
 
 # -- graceful shutdown ---------------------------------------------------------------------
+
+def test_released_handlers_get_a_moment_to_return_and_no_more(
+    store: Store, spawn: Callable[..., WorkerProcess], tmp_path: Path
+) -> None:
+    """A handler whose job shutdown released is told to stop (ctx.cancelled) and the
+    process waits up to RELEASED_RETURN_S for it to return, so a cooperative handler's
+    cleanup runs; one that ignores the signal delays the exit by that bound only."""
+    client = headgate.Client(store)
+    cleaning = client.enqueue("slow-cleanup", b"")
+    deaf = client.enqueue("deaf", b"")
+    worker = spawn("--drain-ms", "200")
+    for job_id in (cleaning, deaf):
+        wait_for(started_marker(tmp_path, job_id).exists, 20, "both jobs to start")
+    sent = time.monotonic()
+    os.kill(worker.pid, signal.SIGTERM)
+    assert worker.wait(20) == 0
+    took = time.monotonic() - sent
+    assert (tmp_path / f"{cleaning}.cleaned").exists()  # its 0.3 s cleanup ran
+    assert took < 0.2 + RELEASED_RETURN_S + 3, took  # the deaf one was not waited out
+    assert {store.get_job(j).state for j in (cleaning, deaf)} == {State.AVAILABLE}
+
 
 def test_sigterm_drains_while_renewing_then_releases_without_charging(
     store: Store, spawn: Callable[..., WorkerProcess], tmp_path: Path
