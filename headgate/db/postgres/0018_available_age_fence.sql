@@ -5,8 +5,9 @@
 -- jobs, and a worker's generic plan, made in that window, kept doing so until
 -- autovacuum's first ANALYZE (up to a minute of claims at O(backlog) after a fresh
 -- database takes a burst). With `enqueued_at_ms IS NOT NULL` in its predicate (always
--- true: the column is NOT NULL), only a query that says so can use it; its one reader,
--- the oldest available job's age, is a min(), which the planner rewrites with that test.
+-- true: the column is NOT NULL), only a query that says so can use it. Its readers: the
+-- oldest available job's age, a min() that the planner rewrites with that test, and the
+-- quiet group's oldest (queue_admin.extras), which states it.
 DROP INDEX IF EXISTS jobs_available_age;
 CREATE INDEX jobs_available_age ON jobs (queue, enqueued_at_ms)
     WHERE state = 'available' AND enqueued_at_ms IS NOT NULL;
