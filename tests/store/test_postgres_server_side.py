@@ -450,6 +450,18 @@ def test_acks_find_their_rows_by_primary_key(pg_url: str) -> None:
     assert all(n == 0 for n in read.values()), {k: n for k, n in read.items() if n}
 
 
+def _index_reads_of_drain_turns(store: Any, queue: str, turns: int) -> dict[str, int]:
+    """Tuples read from each index of `jobs` by `turns` capacity-2 turns of a draining
+    worker (ack both, claim two), after a first claim outside the count."""
+    lost, claims = store.ack_and_admit([], "w", [queue], 2, lease_ms=60_000)
+    before = jobs_index_reads(store)
+    for _ in range(turns):
+        lost, claims = store.ack_and_admit([AckRequest(c, "success") for c in claims],
+                                           "w", [queue], 2, lease_ms=60_000)
+        assert lost == [] and len(claims) == 2
+    return jobs_index_reads_since(store, before)
+
+
 def test_the_early_exit_claims_its_candidates_by_primary_key(pg_url: str) -> None:
     """The early exit's claim goes from its locked candidates to their rows by id; with a
     state test beside the id list, a generic plan made while jobs was small read every
@@ -457,13 +469,7 @@ def test_the_early_exit_claims_its_candidates_by_primary_key(pg_url: str) -> Non
     store = open_store(pg_url, notify=False, pool_max=1)
     try:
         _enqueue(store, 2_000, "bypk")
-        lost, claims = store.ack_and_admit([], "w", ["bypk"], 2, lease_ms=60_000)
-        before = jobs_index_reads(store)
-        for _ in range(20):
-            lost, claims = store.ack_and_admit([AckRequest(c, "success") for c in claims],
-                                               "w", ["bypk"], 2, lease_ms=60_000)
-            assert lost == [] and len(claims) == 2
-        read = jobs_index_reads_since(store, before)
+        read = _index_reads_of_drain_turns(store, "bypk", 20)
     finally:
         store.close()
     assert read["jobs_available_age"] == 0, read
@@ -494,13 +500,7 @@ def test_candidate_scans_use_jobs_admit_before_jobs_is_analyzed(pg_url: str,
             (reltuples,) = conn.execute(
                 "SELECT reltuples FROM pg_class WHERE relname = 'jobs'").fetchone()
         assert reltuples < 0  # never analyzed: the window this test is about
-        lost, claims = store.ack_and_admit([], "w", ["fresh"], 2, lease_ms=60_000)
-        before = jobs_index_reads(store)
-        for _ in range(20):
-            lost, claims = store.ack_and_admit([AckRequest(c, "success") for c in claims],
-                                               "w", ["fresh"], 2, lease_ms=60_000)
-            assert lost == [] and len(claims) == 2
-        read = jobs_index_reads_since(store, before)
+        read = _index_reads_of_drain_turns(store, "fresh", 20)
     finally:
         store.close()
     assert read["jobs_available_age"] == 0, read

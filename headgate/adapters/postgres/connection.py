@@ -173,6 +173,15 @@ class PgDatabase:
         with self.autocommit() as conn:
             yield conn
 
+    @contextmanager
+    def read_with_clock(self) -> Iterator[tuple[PgConnection, int]]:
+        """A read and the database's clock on the same connection: the clock asked for
+        on a second pooled connection, while holding the first, let as many concurrent
+        readers as pooled connections all wait for one more until the pool's timeout."""
+        with self.read() as conn:
+            now = conn.execute(CLOCK).fetchone()[0]
+            yield conn, int(now)
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self.read() as conn:
             return conn.execute(sql, params).fetchall()

@@ -100,8 +100,7 @@ class ApiStorageMixin:
         return len(measured)
 
     def queue_extras(self) -> dict[str, dict[str, Any]]:
-        now = self.now_ms()
-        with self.db.read() as conn:
+        with self.db.read_with_clock() as (conn, now):
             return queue_admin.extras(conn, now)
 
     # -- idempotency ---------------------------------------------------------------------

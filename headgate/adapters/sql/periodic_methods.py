@@ -128,8 +128,7 @@ class PeriodicMethods:
             return True
 
     def find_schedule_run(self, schedule_id: str, idempotency_key: str) -> str | None:
-        now = self.now_ms()
-        with self.db.read() as conn:
+        with self.db.read_with_clock() as (conn, now):
             return periodic.find_run(conn, now, schedule_id, idempotency_key)
 
     def remember_schedule_run(self, schedule_id: str, idempotency_key: str, job_id: str,

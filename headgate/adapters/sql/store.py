@@ -42,11 +42,7 @@ from .rows import bump_history
 
 class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
     """The store port over the shared SQL modules. Subclasses supply `db` (write/read/
-    query on their engine), the clock and what only their engine can do.
-
-    A read takes the store time before it opens: on PostgreSQL the clock is a query on a
-    pooled connection, and asking for one while holding another could leave every pooled
-    connection held by a reader waiting for a second (until the pool's timeout)."""
+    query on their engine), the clock and what only their engine can do."""
 
     db: Any
     crash_limit: int = 3
@@ -92,8 +88,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
             return admission.admit(conn, now, worker_id, queues, capacity, lease_ms, quantum)
 
     def explain_admission(self, job_id: str) -> Explanation | None:
-        now = self.now_ms()
-        with self.db.read() as conn:
+        with self.db.read_with_clock() as (conn, now):
             return admission.explain(conn, now, job_id)
 
     def ack(self, claim: Claim, outcome: Outcome, error: str | None = None,
@@ -193,8 +188,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
             return uniques.sweep_orphans(conn, now, limit)
 
     def unique_key_counts(self) -> dict[str, Any]:
-        now = self.now_ms()
-        with self.db.read() as conn:
+        with self.db.read_with_clock() as (conn, now):
             return {**uniques.counts(conn, now),
                     "orphans": uniques.orphan_sweep_state(conn)}
 
@@ -206,8 +200,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
 
     def history_bucket_counts(self, older_than_ms: int) -> dict[str, dict[str, Any]]:
         check_int("older_than_ms", older_than_ms, 0)
-        now = self.now_ms()
-        with self.db.read() as conn:
+        with self.db.read_with_clock() as (conn, now):
             return buckets.counts(conn, now - older_than_ms)
 
     def latency_histograms(self, since_ms: int) -> list[tuple[str, int, str, int, int, int]]:
@@ -242,8 +235,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
             control.signal_worker(conn, worker_id, command)
 
     def list_workers(self, within_ms: int) -> list[dict[str, Any]]:
-        now = self.now_ms()
-        with self.db.read() as conn:
+        with self.db.read_with_clock() as (conn, now):
             return inspection.list_workers(conn, now, within_ms)
 
     def remove_worker(self, worker_id: str) -> None:
@@ -317,8 +309,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
         self.activity.publish(())
 
     def rate_classes(self) -> list[dict[str, Any]]:
-        now = self.now_ms()
-        with self.db.read() as conn:
+        with self.db.read_with_clock() as (conn, now):
             return inspection.rate_classes(conn, now)
 
     def upsert_concurrency_limit(self, name: str, queue: str, max_concurrent: int,
@@ -363,8 +354,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
 
     def list_jobs(self, filter: JobFilter, cursor: str | None = None, limit: int = 50,
                   include_payload: bool = False) -> JobPage:
-        now = self.now_ms()
-        with self.db.read() as conn:
+        with self.db.read_with_clock() as (conn, now):
             return job_pages.list_jobs(conn, now, filter, cursor, limit,
                                        include_payload)
 
@@ -373,8 +363,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
             return inspection.counts(conn, queue)
 
     def queue_stats(self) -> list[dict[str, Any]]:
-        now = self.now_ms()
-        with self.db.read() as conn:
+        with self.db.read_with_clock() as (conn, now):
             return inspection.queue_stats(conn, now)
 
     def partitions(self, queue: str) -> list[dict[str, Any]]:

@@ -141,6 +141,12 @@ class Database:
             if conn.in_transaction:
                 conn.execute("COMMIT")
 
+    @contextmanager
+    def read_with_clock(self) -> Iterator[tuple[sqlite3.Connection, int]]:
+        """A read with the store time (the process clock), as PostgreSQL's reads it."""
+        with self.read() as conn:
+            yield conn, now_ms()
+
     def query(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
         try:
             return self.connection().execute(sql, params).fetchall()
