@@ -14,6 +14,7 @@ import psycopg_pool
 from headgate.adapters.sql.enqueue import EnqueueResult
 from headgate.core import Envelope
 
+from .connection import ADAPTERS
 from .enqueue import (
     ENQUEUE_MANY,
     ENQUEUE_ONE,
@@ -62,7 +63,8 @@ class AsyncProducer:
         if self._pool is not None and self._loop is loop:
             return self._pool
         pool = psycopg_pool.AsyncConnectionPool(
-            self.url, min_size=1, max_size=POOL_MAX, open=False, kwargs={"autocommit": True})
+            self.url, min_size=1, max_size=POOL_MAX, open=False,
+            kwargs={"autocommit": True, "context": ADAPTERS})
         try:
             await pool.open(wait=True, timeout=10)
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:

@@ -18,7 +18,9 @@ from typing import Any
 
 import psycopg
 import psycopg_pool
+from psycopg.adapt import AdaptersMap
 from psycopg.pq import TransactionStatus
+from psycopg.types.array import ListBinaryDumper
 
 from headgate.adapters.dialect import POSTGRES
 from headgate.adapters.migrations import function_files, has_statements, migrations
@@ -41,6 +43,14 @@ RECORD_FUNCTION_FILE = (
     f"VALUES (%s, %s, ({CLOCK})) ON CONFLICT (name) DO UPDATE "
     "SET sha256 = excluded.sha256, applied_at_ms = excluded.applied_at_ms"
 )
+
+
+# The adaptation context of headgate's own connections: Python lists go as binary
+# arrays. psycopg's text array dumper escapes element by element in Python (1,000
+# fingerprints: ~3.2 ms against ~0.3 binary; the ten ids of an admit's acks: ~20 µs
+# against ~7), and every array parameter here is cast or compared to a typed column.
+ADAPTERS = AdaptersMap(psycopg.adapters)
+ADAPTERS.register_dumper(list, ListBinaryDumper)
 
 
 class _MostRecentFirst(deque):
@@ -100,7 +110,8 @@ class PgDatabase:
         options = f"-c statement_timeout={int(statement_timeout_ms)} -c lock_timeout=10000"
         self.pool = psycopg_pool.ConnectionPool(
             url, min_size=min_size, max_size=max_size, open=False, timeout=pool_timeout_s,
-            kwargs={"autocommit": False, "options": options, "connect_timeout": 5},
+            kwargs={"autocommit": False, "options": options, "connect_timeout": 5,
+                    "context": ADAPTERS},
             reconnect_timeout=0, name="headgate",
         )
         # psycopg_pool (pinned) keeps its idle connections in `_pool`; see _MostRecentFirst.
