@@ -4,7 +4,8 @@ A page is ``ORDER BY id DESC LIMIT n`` over an index that starts with the filter
 equalities. `jobs` keeps few indexes (each costs every write), so a filter with no index
 of its own can be split into branches that have one, each branch paged the same way and
 the pages merged: a state alone pages each queue holding jobs in that state over
-(queue, state, id); a kind prefix on SQLite pages each matching kind over (kind, id).
+(queue, state, id); a queue without a state pages each of its occupied states over the
+same index; a kind prefix on SQLite pages each matching kind over (kind, id).
 Text ids sort the same in Python as in both databases' keyset comparison (code point
 order), so the merge is exact.
 """
@@ -28,6 +29,7 @@ MAX_PAGE = 200
 MAX_TAG_FILTERS = 100
 # Past this many branches one plain query is cheaper than the merge.
 MAX_BRANCHES = 64
+STORED_STATE_NAMES = [s.value for s in STORED_STATES]
 
 # SQLite pages a kind prefix alone by sorting every job of the matching kinds (0.6–1.6 s
 # for `send_` among 1M jobs: its planner takes the kind range of jobs_kind_id, then sorts
@@ -40,14 +42,17 @@ NEXT_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind > ? AND kind < ? || char(1
                     "ORDER BY kind LIMIT 1")
 
 
-def occupied(conn: Connection, states: Sequence[str]) -> list[tuple[str, str]]:
-    """The (queue, state) pairs holding any job in `states`, from the maintained
-    counters: the branches worth walking."""
+def occupied(conn: Connection, states: Sequence[str],
+             queue: str | None = None) -> list[tuple[str, str]]:
+    """The (queue, state) pairs holding any job in `states` (of `queue`, if given), from
+    the maintained counters: the branches worth walking."""
     marks = ", ".join("?" * len(states))
-    return conn.execute(
-        f"SELECT queue, state FROM queue_counts WHERE n > 0 AND state IN ({marks}) "
-        "ORDER BY queue, state", list(states),
-    ).fetchall()
+    sql = f"SELECT queue, state FROM queue_counts WHERE n > 0 AND state IN ({marks})"
+    params = list(states)
+    if queue is not None:
+        sql += " AND queue = ?"
+        params.append(queue)
+    return conn.execute(sql + " ORDER BY queue, state", params).fetchall()
 
 
 def merged(conn: Connection, sql: str, branches: Iterable[tuple], params: Sequence[Any],
@@ -78,10 +83,14 @@ def _branches(conn: Connection, f: JobFilter) -> tuple[str, list[Any]] | None:
 
     A branch that holds no match walks its whole range, so only filters every branch
     answers from its index alone branch: a state alone, or (SQLite) a kind prefix
-    alone. Anything else walks one index newest first and filters."""
+    alone. A queue without a state branches whatever else it filters on: no index
+    starts with the queue alone, and its branches together hold only the queue's jobs.
+    Anything else walks one index newest first and filters."""
     if f == JobFilter(state=f.state) and f.state is not None:
         values = [queue for queue, _ in occupied(conn, [f.state])]
         return None if len(values) > MAX_BRANCHES else ("queue", values)
+    if f.queue is not None and f.state is None:
+        return "state", [state for _, state in occupied(conn, STORED_STATE_NAMES, f.queue)]
     if (f.kind_prefix and conn.dialect.name == "sqlite" and f.kind is None
             and f.queue is None and f.state is None):
         kinds = _prefix_kinds(conn, f.kind_prefix)
@@ -93,7 +102,7 @@ def _where(conn: Connection, now: int, f: JobFilter) -> tuple[list[str], list[An
     where: list[str] = []
     params: list[Any] = []
     if f.state is not None:
-        if f.state not in {s.value for s in STORED_STATES}:
+        if f.state not in STORED_STATE_NAMES:
             raise InvalidInput(f"unknown state `{f.state}`")
         where.append("state = ?")
         params.append(f.state)

@@ -219,13 +219,14 @@ def _next_rows(conn: Any, selector: dict[str, Any], states: list[str], cursor: s
                limit: int) -> list[tuple]:
     """The next `limit` selected jobs after `cursor`, in id order.
 
-    `jobs` has no index that starts with the state, and a batch holds the write lock:
-    without a queue, each (queue, state) holding selected states is walked over
-    (queue, state, id) and the walks merged, so a rare state is found without a scan."""
+    `jobs` has no index that starts with the state or with the queue alone, and a batch
+    holds the write lock: each (queue, state) holding selected states (of the selected
+    queue, if any) is walked over (queue, state, id) and the walks merged, so a rare
+    state is found without a scan and a queue without a sort."""
     wanted = [selector["state"]] if "state" in selector else states
     pairs: list[tuple] | None = None
-    if "queue" not in selector and set(wanted) <= set(states):
-        pairs = occupied(conn, wanted)
+    if set(wanted) <= set(states):
+        pairs = occupied(conn, wanted, selector.get("queue"))
     if pairs is None or len(pairs) > MAX_BRANCHES:
         where, params = _where(selector, states)
         return conn.execute(
