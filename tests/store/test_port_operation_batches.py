@@ -1,6 +1,7 @@
-"""Bulk operations without a queue walk each (queue, state) holding selected jobs and
-merge the walks: batch after batch they must select exactly what one ordered scan of the
-table would, no more and no fewer, on both engines."""
+"""Bulk operations walk each (queue, state) holding selected jobs (of the selected queue,
+if any: no index starts with the queue alone) and merge the walks: batch after batch they
+must select exactly what one ordered scan of the table would, no more and no fewer, on
+both engines."""
 
 from __future__ import annotations
 
@@ -55,6 +56,17 @@ def test_state_and_kind_selectors_without_a_queue_reach_every_match(store: Store
     assert {i for i in sms if final[i] == "cancelled"} == waiting_sms | (sms & running)
 
 
+def test_a_queue_selector_reaches_every_state_of_that_queue_only(store: Store) -> None:
+    _fill(store)
+    before = _states(store)
+    q1 = {j.id for j in store.list_jobs(JobFilter(queue="q1"), limit=200).jobs}
+    assert {before[i] for i in q1} == {"available", "running"}
+    assert _run(store, "cancel", {"queue": "q1"}) == len(q1)
+    after = _states(store)
+    assert {i for i, s in after.items() if s == "cancelled"} == q1
+    assert all(after[i] == before[i] for i in before if i not in q1)
+
+
 def test_a_state_batch_walks_the_queue_state_index(tmp_path) -> None:
     from headgate.adapters.sqlite import SqliteStore
 
@@ -70,6 +82,25 @@ def test_a_state_batch_walks_the_queue_state_index(tmp_path) -> None:
         store.close()
     walks = [s for s in statements if s.lstrip().startswith("SELECT id, queue FROM jobs")]
     assert len(walks) == 2  # q1 and q2 hold running jobs
+    for sql in walks:
+        plan = query_plan(path, sql)
+        assert "INDEX jobs_queue_state_id" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_a_queue_batch_walks_the_queue_state_index(tmp_path) -> None:
+    from headgate.adapters.sqlite import SqliteStore
+
+    path = tmp_path / "ops.db"
+    store = SqliteStore(str(path))
+    try:
+        _fill(store)
+        store.create_operation("cancel", {"queue": "q1", "kind": "mail"})
+        with traced(store) as statements:
+            store.run_operations_batch(limit=7)
+    finally:
+        store.close()
+    walks = [s for s in statements if s.lstrip().startswith("SELECT id, queue FROM jobs")]
+    assert len(walks) == 2  # q1 holds available and running jobs
     for sql in walks:
         plan = query_plan(path, sql)
         assert "INDEX jobs_queue_state_id" in plan and "TEMP B-TREE" not in plan, plan
