@@ -70,6 +70,8 @@ def test_branch_merged_pages_equal_one_ordered_scan(store: Store, limit: int) ->
         cases.append((JobFilter(queue=queue), lambda j, q=queue: j["queue"] == q))
         cases.append((JobFilter(queue=queue, tags_all=["even"]),
                       lambda j, q=queue: j["queue"] == q and "even" in j["tags"]))
+        cases.append((JobFilter(queue=queue, kind="report"),
+                      lambda j, q=queue: j["queue"] == q and j["kind"] == "report"))
     cases.append((JobFilter(kind_prefix="send_"), lambda j: j["kind"].startswith("send_")))
     cases.append((JobFilter(kind_prefix="send"), lambda j: j["kind"].startswith("send")))
     for f, wanted in cases:
@@ -80,7 +82,8 @@ def test_branch_merged_pages_equal_one_ordered_scan(store: Store, limit: int) ->
 def test_state_and_queue_pages_walk_an_index_newest_first(tmp_path) -> None:
     """What keeps these pages flat as `jobs` grows: each statement walks (queue, state,
     id) in id order, never sorting: a state's branches are its queues, a queue's
-    branches its occupied states (with or without a filter no index serves)."""
+    branches its occupied states (with or without a filter no index serves); a queue
+    with a kind walks (kind, id)."""
     from headgate.adapters.sqlite import SqliteStore
 
     path = tmp_path / "plans.db"
@@ -90,7 +93,8 @@ def test_state_and_queue_pages_walk_an_index_newest_first(tmp_path) -> None:
         pages: dict[str, list[str]] = {}
         for name, f in [("state", JobFilter(state="available")),
                         ("queue", JobFilter(queue="alpha")),
-                        ("queue+partition", JobFilter(queue="alpha", partition_key="p"))]:
+                        ("queue+partition", JobFilter(queue="alpha", partition_key="p")),
+                        ("queue+kind", JobFilter(queue="alpha", kind="report"))]:
             with traced(store) as statements:
                 store.list_jobs(f, limit=5)
             pages[name] = [s for s in statements
@@ -101,7 +105,10 @@ def test_state_and_queue_pages_walk_an_index_newest_first(tmp_path) -> None:
     assert len(pages["state"]) == len(QUEUES)  # every queue has some available
     assert len(alpha_states) > 1
     assert len(pages["queue"]) == len(pages["queue+partition"]) == len(alpha_states)
-    for sql in [s for branch in pages.values() for s in branch]:
-        plan = query_plan(path, sql)
-        assert "USING INDEX jobs_queue_state_id" in plan, plan
-        assert "TEMP B-TREE" not in plan, plan
+    assert len(pages["queue+kind"]) == 1  # one walk of the kind's (kind, id)
+    for name, branch in pages.items():
+        index = "jobs_kind_id" if name == "queue+kind" else "jobs_queue_state_id"
+        for sql in branch:
+            plan = query_plan(path, sql)
+            assert f"USING INDEX {index}" in plan, plan
+            assert "TEMP B-TREE" not in plan, plan

@@ -83,13 +83,14 @@ def _branches(conn: Connection, f: JobFilter) -> tuple[str, list[Any]] | None:
 
     A branch that holds no match walks its whole range, so only filters every branch
     answers from its index alone branch: a state alone, or (SQLite) a kind prefix
-    alone. A queue without a state branches whatever else it filters on: no index
-    starts with the queue alone, and its branches together hold only the queue's jobs.
-    Anything else walks one index newest first and filters."""
+    alone. A queue without a state or a kind branches whatever else it filters on: no
+    index starts with the queue alone, and its branches together hold only the queue's
+    jobs (with a kind, (kind, id) holds only the kind's). Anything else walks one index
+    newest first and filters."""
     if f == JobFilter(state=f.state) and f.state is not None:
         values = [queue for queue, _ in occupied(conn, [f.state])]
         return None if len(values) > MAX_BRANCHES else ("queue", values)
-    if f.queue is not None and f.state is None:
+    if f.queue is not None and f.state is None and f.kind is None:
         return "state", [state for _, state in occupied(conn, STORED_STATE_NAMES, f.queue)]
     if (f.kind_prefix and conn.dialect.name == "sqlite" and f.kind is None
             and f.queue is None and f.state is None):
