@@ -1,4 +1,4 @@
-"""The ``headgate`` command (SPEC §12): ``serve`` and ``migrate``.
+"""The ``headgate`` command: ``serve`` and ``migrate``.
 
 Other subcommands (``worker``, ``demo``, ``bench``) attach to the same ``main`` group.
 """

@@ -1,4 +1,4 @@
-"""Runtime settings read from the environment (SPEC §12).
+"""Runtime settings read from the environment.
 
 One frozen object, built once at start-up, so every layer sees the same answer and
 nothing re-reads ``os.environ`` behind the operator's back. Flags override it by
@@ -59,7 +59,7 @@ def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
     except ValueError:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
     if value < 1:
-        # SPEC §3.1: a zero duration is rejected naming the minimum, never clamped.
+        # A zero duration is rejected naming the minimum, never clamped to it.
         raise ConfigError(f"{name} must be at least 1, got {value}")
     return value
 
@@ -194,8 +194,8 @@ class Settings:
     cookie_secure: bool = False
     # Failed token attempts an address may make in a minute (headgate/web/auth_throttle.py).
     auth_failures_per_minute: int = DEFAULT_AUTH_FAILURES_PER_MINUTE
-    # Apply pending migrations when a process opens the store (SPEC §2: "at start-up
-    # when asked"). Off: a schema behind the code is refused, for operators who migrate
+    # Apply pending migrations when a process opens the store, so one command starts a
+    # fresh install. Off: a schema behind the code is refused, for operators who migrate
     # as a separate, deliberate step.
     migrate: bool = True
     # Reverse proxies whose X-Forwarded-For / Forwarded headers name the client.
@@ -267,7 +267,7 @@ class Settings:
         )
 
     def remote_bind_refusal(self, addr: str) -> str | None:
-        """Why binding ``addr`` is refused (SPEC §10 Auth), or None when it is allowed."""
+        """Why binding ``addr`` is refused (docs/api.md, Access), or None when it is allowed."""
         host, _ = split_addr(addr)
         if is_loopback_host(host) or self.allow_remote or self.api_tokens or self.api_read_tokens:
             return None

@@ -1,4 +1,4 @@
-"""``App``: the task layer (SPEC §2 services) over ``Client`` and ``Worker``.
+"""``App``: the task layer (docs/tasks.md) over ``Client`` and ``Worker``.
 
 ::
 
@@ -226,9 +226,10 @@ class App:
         backfill_limit: int = 0, args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None, **task_options: Any,
     ) -> TaskDecorator:
-        """Declare a task and a schedule that enqueues it (SPEC §9): ``spec`` is
-        ``@every:<ms>`` or cron (5 or 6 fields, optional ``CRON_TZ=``). The schedule's
-        id defaults to the task's name; ``args``/``kwargs`` are the call each tick
+        """Declare a task and a schedule that enqueues it: ``spec`` is ``@every:<ms>``
+        or cron (5 or 6 fields, optional ``CRON_TZ=``; the grammar is in
+        docs/ARCHITECTURE.md, Periodic schedules). The schedule's id defaults to the
+        task's name; ``args``/``kwargs`` are the call each tick
         makes; ``queue``, ``partition_key``, ``rate_class``, ``priority``,
         ``max_attempts``, ``retention_ms`` and any ``@app.task`` option apply too."""
         schedule_spec.validate(spec)
