@@ -1,4 +1,4 @@
-"""The operations console (SPEC §11): a Flask blueprint of server-rendered pages, HTMX
+"""The operations console: a Flask blueprint of server-rendered pages, HTMX
 fragments and one live WebSocket per page.
 
 Reads render straight from the store's bounded read methods (same process, no API

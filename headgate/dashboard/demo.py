@@ -70,7 +70,7 @@ def _admit_one(store: Any, queue: str, worker: str, lease_ms: int) -> Any:
 
 
 def _quarantine(store: Any, client: Any) -> tuple[str, str]:
-    """A crash loop, for real: a job whose lease expires three times (SPEC §4)."""
+    """A crash loop, for real: a job whose lease expires three times, the crash limit."""
     queue = "documents"
     job_id = client.enqueue(CRASHER_KIND, CRASHER_PAYLOAD, queue=queue, partition_key="initech",
                             tags=["ocr"])

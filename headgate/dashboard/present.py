@@ -150,7 +150,7 @@ def time_to_drain(queue: dict[str, Any]) -> tuple[str, str, str]:
 
 def explain_sentences(exp: Explanation | None, job: Job, now: int | None = None) -> list[str]:
     """`explain_admission` in plain words: one sentence per blocked_by value, with the
-    blocking policy's numbers (SPEC §5), so "why is this not running?" has an answer."""
+    blocking policy's numbers, so "why is this not running?" has an answer."""
     if exp is None:
         return ["This job no longer exists."]
     d = exp.detail or {}

@@ -464,7 +464,7 @@ def workers() -> str:
 
 def cluster_summary(live: list[dict[str, Any]], every: list[dict[str, Any]],
                     queue_stats: list[dict[str, Any]]) -> dict[str, Any]:
-    """GET /api/v1/cluster's answer, computed from the same rows (seed `cluster`)."""
+    """GET /api/v1/cluster's answer, computed from the same rows."""
     capacity = sum(int(w.get("concurrency") or 0) for w in live)
     inflight = sum(int(w.get("inflight") or 0) for w in live)
     polls = sum(int(w.get("polls") or 0) for w in live)

@@ -1,4 +1,4 @@
-"""The worker runtime (SPEC §8): ``Worker``, handler outcomes, the job context.
+"""The worker runtime: ``Worker``, handler outcomes, the job context.
 
 ::
 
@@ -31,7 +31,7 @@ slot meanwhile, and cancelled by timeouts, deadlines, operator cancel and shutdo
 ``worker.config`` is the worker's ``WorkerConfig`` (every setting, frozen; ``configure``
 replaces it); ``HandlerSpec`` (``handlers``) is one registration.
 
-Decisions the runtime makes where the spec leaves room are documented on ``Worker``
+Decisions the runtime makes (docs/ARCHITECTURE.md, Workers) are documented on ``Worker``
 and in the module that makes them: ``engine`` (threads, shutdown), ``attempts`` (how an
 attempt ends), ``acks``, ``leases``, ``heartbeat`` (signals), ``control`` (statuses),
 ``isolation`` and ``launcher`` (CLI, signals, exit codes).

@@ -1,4 +1,4 @@
-"""The maintenance duties a worker process runs (SPEC §6), by default.
+"""The maintenance duties a worker process runs, by default (docs/ARCHITECTURE.md, Duties).
 
 A deployment of workers alone must recover crashed jobs and keep the store bounded, so
 ``Worker.run()`` and ``headgate worker`` carry duties unless told not to

@@ -1,4 +1,4 @@
-"""Isolated mode: one attempt in a child process (SPEC §8).
+"""Isolated mode: one attempt in a child process.
 
 An ``async def`` handler runs in its child on a fresh event loop (``asyncio.run``);
 SIGTERM cancels its task as well as setting ``ctx.cancelled``.

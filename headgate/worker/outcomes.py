@@ -1,4 +1,4 @@
-"""What a handler can say about an attempt besides "done" (SPEC §8).
+"""What a handler can say about an attempt besides "done".
 
 Each outcome is an exception AND a value: a handler may ``raise Retry(delay_ms=500)``
 deep inside a helper (unwinding is the natural way to abort) or ``return Skip("no such

@@ -1,4 +1,4 @@
-"""The worker runtime's public face (SPEC §8): ``Worker`` — settings, handler
+"""The worker runtime's public face: ``Worker`` — settings, handler
 registration, and run / start / stop / abort.
 
 What happens while it runs lives beside it: ``engine`` (the threads and the shutdown
