@@ -1,5 +1,6 @@
-"""The producer client (SPEC §7): validation, authorization, middleware, hooks, plugins
-and an optional circuit breaker around the store's all-or-nothing enqueue."""
+"""The producer client (docs/ARCHITECTURE.md, Producing jobs): validation, authorization,
+middleware, hooks, plugins and an optional circuit breaker around the store's
+all-or-nothing enqueue."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The duty runner (SPEC §6): background maintenance on APScheduler, once per fleet.
+"""The duty runner: background maintenance on APScheduler, once per fleet.
 
 Every duty is an APScheduler interval job that first claims (or renews) its singleton
 duty lease in the store — a compare-and-set on store time — and skips the tick when

@@ -1,5 +1,5 @@
 """``HttpClient``: a producer that talks to ``headgate serve`` over ``/api/v1`` instead of
-opening the store, for processes that have no database credentials (SPEC §10).
+opening the store, for processes that have no database credentials.
 
 ::
 

@@ -1,4 +1,4 @@
-"""Firing periodic schedules (SPEC §9): the scheduler duty's tick and run-now.
+"""Firing periodic schedules: the scheduler duty's tick and run-now.
 
 A service over the store port: the store keeps schedules and gives the one-transaction
 steps (`due_schedules`, `enqueue_tick`, `record_schedule_events`, `park_schedule`,
@@ -21,8 +21,8 @@ A schedule whose next tick cannot be computed (a spec stored before validation
 rejected it, or the calendar's end) is paused with a `failed` event (`no_next_tick`)
 rather than left due and fired again every scheduler tick.
 
-`on_missed` (decided here; SPEC §9 only says skip and run_once enqueue at most the
-latest due tick):
+`on_missed` (skip and run_once enqueue at most the latest due tick; the rest is decided
+here):
 - `skip`: on time — the oldest unfired tick is at most `misfire_grace_ms` old — the
   latest due tick is enqueued (earlier ones a slow scheduler tick ran past are
   dropped). Late — the scheduler was down or stalled for longer than the grace — no job

@@ -1,4 +1,4 @@
-"""The server assembly that ``headgate serve`` starts (SPEC §2, services layer).
+"""The server assembly that ``headgate serve`` starts (a service, docs/ARCHITECTURE.md).
 
 One gunicorn process with gthread workers serves the web app; the same process runs
 the fleet's duties (under duty leases) and, with ``--workers N --app``, a worker beside

@@ -9,10 +9,10 @@ the application configures an SDK and exporter as it does for everything else).
 
 Producer side: each enqueue is a ``PRODUCER`` span ``enqueue <queue>``
 (``messaging.operation.type`` ``send``), current while the job is written, and the W3C
-``traceparent``/``tracestate`` of its context go into the job's headers (SPEC §3.1). A
-batch is one ``send`` span (``messaging.batch.message_count``) with a ``create`` span
-per job, each job carrying its own context. ``messaging.message.id`` is the job id once
-the store has given it.
+``traceparent``/``tracestate`` of its context go into the job's headers (the envelope's
+opaque string map). A batch is one ``send`` span (``messaging.batch.message_count``)
+with a ``create`` span per job, each job carrying its own context.
+``messaging.message.id`` is the job id once the store has given it.
 
 Worker side: each attempt is a ``CONSUMER`` span ``process <queue>`` whose parent is the
 context in the job's headers (so one trace runs from the enqueue through every attempt),

@@ -255,7 +255,7 @@ class Store(ABC):
     @abstractmethod
     def duty_holders(self) -> list[dict[str, Any]]: ...
 
-    # -- periodic schedules and maintenance duties (SPEC §6, §9) ---------------------
+    # -- periodic schedules and maintenance duties ------------------------------------
     # Schedule dicts use the control API's wire names (id, kind, queue, spec, next_run_ms,
     # last_enqueued_ms, on_missed, backfill_limit, paused, partition_key, rate_class,
     # priority, max_attempts, retention_ms) plus payload as bytes.

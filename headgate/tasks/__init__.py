@@ -1,4 +1,4 @@
-"""The task layer (a service, docs/ARCHITECTURE.md): typed tasks, results, asyncio producers, per-task
+"""The task layer (docs/tasks.md): typed tasks, results, asyncio producers, per-task
 retries, middleware, schedules declared in code and test helpers, over the low-level
 ``Client`` and ``Worker`` (which stay the API for raw kinds and payloads).
 

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["STORE_KEY", "create_app", "get_store"]
 
-# Liveness must not depend on the database (SPEC §12), so these skip the lazy open.
+# Liveness must not depend on the database (a down database is readiness's business,
+# not a reason to restart the server), so these skip the lazy open.
 _NO_STORE_ENDPOINTS = frozenset({"healthz", "api.healthz", "api.openapi", "static"})
 
 
@@ -41,7 +42,7 @@ def create_app(
 ) -> flask.Flask:
     """Build the app; pass ``store`` to share one already open (tests, in-process use).
 
-    The keyword hooks are the seed's ApiConfig embedding hooks, handed to the producer
+    The keyword hooks are the embedding hooks (docs/api.md, Access), handed to the producer
     Client behind HTTP enqueues: a per-kind enqueue authorizer (told the identity that
     ``identity_from_request(flask.request)`` returns), a circuit breaker, middleware,
     insert hooks and plugins. ``background=False`` leaves bulk operations to an

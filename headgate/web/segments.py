@@ -1,12 +1,12 @@
-"""Names and ids in a route's path, which may hold `/` (SPEC §3.1 allows any character but
-NUL in a queue, class, limit or schedule name and in a job id).
+"""Names and ids in a route's path, which may hold `/` (a queue, class, limit or schedule
+name and a job id may hold any character but NUL).
 
-The seed's router matches one path segment and then decodes it, so `/queues/a%2Fb/pause`
+A name in a route is one path segment, decoded after routing, so `/queues/a%2Fb/pause`
 addresses queue `a/b`. A WSGI server decodes the whole path before Flask routes it, and
 `a%2Fb` would arrive as two segments. So for a request whose raw path holds `%2F`, the
 path is decoded again with each such slash as NUL (which no name may hold, and which
 the NUL guard lets through on such a request only), and the `segment` converter turns it
-back: one segment, as in the seed; a path with more segments routes (or fails to) as
+back: one segment, as the route declares it; a path with more segments routes (or fails to) as
 before.
 """
 

@@ -1,4 +1,4 @@
--- headgate schema 2: periodic schedules (SPEC §9), their enqueue-event audit, run-now
+-- headgate schema 2: periodic schedules, their enqueue-event audit, run-now
 -- idempotency records, and an index for prune by finalization time.
 
 CREATE TABLE schedules (
