@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -369,7 +370,9 @@ def demo(db_path: str, fresh: bool, addr: str | None, with_workers: bool,
 
 
 # `headgate bench NAME …`: the repository's benchmarks (bench/), which stay scripts so
-# they can import the peer harness by path and run without the package installed.
+# they can import the peer harness by path and run without the package installed. A
+# wheel ships no bench/, so an installed headgate does not offer the command at all.
+BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
 BENCHMARKS = {
     "api": "api.py",
     "engine": "engine.py",
@@ -386,23 +389,26 @@ BENCHMARKS = {
 }
 
 
-@main.command(context_settings={"ignore_unknown_options": True,
-                                "allow_interspersed_args": False})
+@click.command(context_settings={"ignore_unknown_options": True,
+                                 "allow_interspersed_args": False})
 @click.argument("name", type=click.Choice(sorted(BENCHMARKS)))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def bench(name: str, args: tuple[str, ...]) -> None:
     """Run one of the benchmarks in the checkout's bench/ folder (JSON medians on
     stdout); ARGS go to it (`headgate bench engine --help`). bench/compare.sh runs
-    headgate beside the peers. Exit codes: the benchmark's, 2 outside a checkout."""
+    headgate beside the peers. Exit codes: the benchmark's, 2 when its script is gone."""
     import subprocess
     import sys
-    from pathlib import Path
 
-    script = Path(__file__).resolve().parent.parent / "bench" / BENCHMARKS[name]
+    script = BENCH_DIR / BENCHMARKS[name]
     if not script.exists():
         _fail(f"{script} not found: benchmarks run from a headgate checkout")
     code = subprocess.call([sys.executable, str(script), *args], cwd=script.parent.parent)
     click.get_current_context().exit(code)
+
+
+if BENCH_DIR.is_dir() and (BENCH_DIR.parent / "pyproject.toml").is_file():
+    main.add_command(bench)
 
 
 if __name__ == "__main__":  # `python -m headgate.cli`, as `python -m headgate`
