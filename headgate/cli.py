@@ -329,7 +329,7 @@ def _django_runner() -> Callable[..., int]:
     try:
         from headgate.contrib.django.worker import run_backend_worker
     except ImportError as exc:
-        _fail(f"--django needs headgate[django] (Django and its tasks framework): {exc}")
+        _fail(f"--django needs headgate-queue[django] (Django and its tasks framework): {exc}")
     return run_backend_worker
 
 

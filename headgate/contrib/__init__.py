@@ -1,3 +1,3 @@
 """Integrations with other libraries, each behind an optional extra: ``django``
-(``headgate[django]``) and ``otel`` (``headgate[otel]``). Importing this package imports
-none of them."""
+(``headgate-queue[django]``) and ``otel`` (``headgate-queue[otel]``). Importing this
+package imports none of them."""

@@ -76,12 +76,12 @@ class MissingExtra(StoreUnavailable):
 
     A StoreUnavailable, so every caller that refuses an unusable store (the CLI's exit
     69, a worker's start-up) refuses this one the same way; unlike an outage, retrying
-    does not help: installing ``headgate[<extra>]`` does."""
+    does not help: installing ``headgate-queue[<extra>]`` does."""
 
     def __init__(self, extra: str, engine: str, cause: str) -> None:
         super().__init__(
             f"store unavailable: {engine} support is not installed ({cause}); "
-            f"install it with: pip install 'headgate[{extra}]'")
+            f"install it with: pip install 'headgate-queue[{extra}]'")
         self.extra = extra
 
 

@@ -53,8 +53,8 @@ def open_store(url: str, *, migrate: bool = True, **options: object) -> Store:
 
 
 def _require_postgres_extra() -> None:
-    """psycopg and its pool come with the ``headgate[postgres]`` extra; without them (or
-    with a psycopg that finds no libpq) a PostgreSQL URL is one MissingExtra naming it."""
+    """psycopg and its pool come with the ``headgate-queue[postgres]`` extra; without them
+    (or with a psycopg that finds no libpq) a PostgreSQL URL is one MissingExtra naming it."""
     try:
         import psycopg  # noqa: F401
         import psycopg_pool  # noqa: F401

@@ -1,4 +1,4 @@
-"""Django's tasks framework on headgate (``pip install 'headgate[django]'``).
+"""Django's tasks framework on headgate (``pip install 'headgate-queue[django]'``).
 
 Django 6 ships the framework as ``django.tasks`` (Python 3.12+); on Django 5.2 /
 Python 3.11 the ``django-tasks`` backport (``django_tasks``) provides the same API. This

@@ -17,7 +17,7 @@ def _framework() -> str:
         return name
     raise ImportError("headgate.contrib.django needs Django's tasks framework: Django >= 6 "
                       "(django.tasks) or, on Django 5.2, the django-tasks backport; "
-                      "pip install 'headgate[django]'")
+                      "pip install 'headgate-queue[django]'")
 
 
 FRAMEWORK = _framework()
