@@ -418,6 +418,27 @@ class Store(ABC):
         none are or `force`."""
 
 
+    # -- audit log -------------------------------------------------------------------
+    # Entries are dicts: {id, at_ms, actor, action, target, status, outcome, detail}.
+    @abstractmethod
+    def record_audit(self, actor: str, action: str, target: str, *, status: int = 200,
+                     outcome: str = "ok",
+                     detail: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Append one entry stamped with the store's now; returns it. `actor` is a
+        name, never a credential; `detail` a JSON-able mapping (InvalidInput if not)."""
+
+    @abstractmethod
+    def list_audit(self, *, action: str | None = None, target: str | None = None,
+                   since_ms: int | None = None, cursor: int | None = None,
+                   limit: int = 50) -> list[dict[str, Any]]:
+        """Entries newest first, narrowed to one action, one target and/or those at or
+        after `since_ms`; `cursor` is the id of the previous page's last entry."""
+
+    @abstractmethod
+    def prune_audit(self, older_than_ms: int, limit: int = 1000) -> int:
+        """Delete at most `limit` entries older than `older_than_ms` (the oldest
+        first). Returns how many went."""
+
     # -- inspection ------------------------------------------------------------------
     @abstractmethod
     def get_job(self, job_id: str, include_payload: bool = False) -> Job | None: ...

@@ -36,11 +36,12 @@ from . import (
     uniques,
 )
 from .api_storage import ApiStorageMixin
+from .audit import AuditMethods
 from .periodic_methods import PeriodicMethods
 from .rows import bump_history
 
 
-class SqlStore(PeriodicMethods, ApiStorageMixin, Store):
+class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
     """The store port over the shared SQL modules. Subclasses supply `db` (write/read/
     query on their engine), the clock and what only their engine can do."""
 
