@@ -30,7 +30,7 @@ DURATION = {"type": "integer", "minimum": 0, "maximum": 2**62}
 POSITIVE_U32 = {**U32, "minimum": 1}
 # schema_version and max_attempts are 32-bit signed columns on PostgreSQL.
 VERSION = {**U32, "minimum": 1, "maximum": 2**31 - 1}
-# max_attempts on enqueue and schedule upsert: 0 is "not set", as in the seed.
+# max_attempts on enqueue and schedule upsert: 0 is "not set", like an absent field.
 MAX_ATTEMPTS_IN = {**VERSION, "minimum": 0, "description": "0 (or absent) means 25."}
 QUEUE_IN = {**STR, "description": "\"\" (or absent) means `default`."}
 
@@ -132,7 +132,7 @@ SCHEMAS: dict[str, Any] = {
     }, ["kind", "payload"], desc=(
         "Absent optional fields take the envelope defaults (queue `default`, priority 0, "
         "weight 1, max_attempts 25, store retention); so do `queue: \"\"` and "
-        "`max_attempts: 0`, as in the seed. Without `unique_key` the "
+        "`max_attempts: 0`, for clients that write every field. Without `unique_key` the "
         "Idempotency-Key is the dedup key.")),
     "EnqueueResponse": obj({"id": STR, "replayed": {"const": True}}, ["id"]),
     "ActionsRequest": obj({"action": {**one_of("retry", "cancel", "delete", "archive"),
@@ -531,7 +531,7 @@ def _paths() -> dict[str, dict[str, Any]]:
     add("/jobs/{job_id}/progress", "get", _operation(
         "get", "getJobProgress", "The latest progress", "jobs", params=[JOB_ID],
         ok={"200": _resp("Progress", ref("Progress"))}))
-    for action, summary in (("retry", "Retry (archived or cancelled)"),
+    for action, summary in (("retry", "Retry (archived, cancelled or undecodable)"),
                             ("cancel", "Cancel (pending/scheduled/available/running)"),
                             ("promote", "Promote a pending job")):
         add(f"/jobs/{{job_id}}/{action}", "post", _operation(

@@ -221,6 +221,9 @@ def explain_sentences(exp: Explanation | None, job: Job, now: int | None = None)
     if state == "archived":
         return ["Dead letter: it used up its attempts or was skipped. Retry it to run it "
                 "again."]
+    if state == "undecodable":
+        return ["Undecodable: the worker that took it had no handler or payload decoder "
+                "for it. Deploy the handler, then retry it to run it again."]
     if state in {s.value for s in TERMINAL}:
         return [f"Finished ({state}): it will not run again unless an operator retries it."]
     return [f"Not admissible ({state})."]

@@ -427,6 +427,33 @@ def test_retry_cancel_promote(api: Api) -> None:
         assert (r.status_code, r.json()) == (404, {"error": "job not found: ghost"})
 
 
+def test_retry_of_undecodable_jobs(make_api) -> None:
+    """An undecodable job (its handler was missing) runs again once retried: one by
+    id, several by /jobs/actions, the rest by a bulk retry of the state."""
+    api = make_api(background=False)
+    ids = [api.enqueue(kind="not.deployed", queue="undec", max_attempts=1) for _ in range(4)]
+    for claim in api.store.admit("worker-1", ["undec"], 4):
+        api.store.ack(claim, Outcome.UNDECODABLE, error="no handler for not.deployed")
+    assert api.get("/jobs/counts?queue=undec").json()["counts"]["undecodable"] == 4
+    assert (r := api.post(f"/jobs/{ids[0]}/retry")).status_code == 204, r.text
+    job = api.get(f"/jobs/{ids[0]}").json()
+    assert job["state"] == "available" and job["finalized_at_ms"] is None
+    assert job["max_attempts"] > job["attempt"]
+    r = api.post("/jobs/actions", json={"action": "retry", "ids": [ids[1], ids[0]]})
+    assert r.json() == {"succeeded": [ids[1]], "failed": [
+        {"id": ids[0], "reason": "cannot operator retry a job in state available"}]}
+    dry = api.post("/jobs/bulk", json={"action": "retry", "dry_run": True,
+                                       "selector": {"queue": "undec", "state": "undecodable"}})
+    assert dry.status_code == 202 and dry.json()["total_estimated"] == 2
+    op = api.post("/jobs/bulk", json={"action": "retry",
+                                      "selector": {"queue": "undec", "state": "undecodable"}})
+    while api.store.run_operations_batch(100):
+        pass
+    assert api.get(f"/operations/{op.json()['id']}").json()["affected"] == 2
+    counts = api.get("/jobs/counts?queue=undec").json()["counts"]
+    assert (counts["undecodable"], counts["available"]) == (0, 4)
+
+
 def test_running_job_cancel_and_orphaned(api: Api) -> None:
     job_id = api.enqueue(queue="lease")
     claims = api.store.admit("w", ["lease"], 1, lease_ms=30)

@@ -431,6 +431,32 @@ def test_operator_retry_from_archived_and_cancelled(store: Store, client: Client
         store.operator_retry("nope")
 
 
+def test_operator_retry_of_an_undecodable_job(store: Store, client: Client,
+                                             chk: Checker) -> None:
+    """Once the missing handler is deployed, an undecodable job runs again: back to
+    available with one more attempt, as a dead letter's retry."""
+    job_id = client.enqueue("work", b"\xff", max_attempts=1)
+    chk.ack(chk.one(), Outcome.UNDECODABLE, error="no handler for work")
+    dead = get(store, job_id)
+    assert dead.state is State.UNDECODABLE and dead.finalized_at_ms is not None
+    store.operator_retry(job_id)
+    chk.check()
+    job = get(store, job_id)
+    assert job.state is State.AVAILABLE and job.finalized_at_ms is None
+    assert job.max_attempts > job.attempt
+    assert store.counts(Q)["undecodable"] == 0 and store.counts(Q)["available"] == 1
+    chk.ack(chk.one(), Outcome.SUCCESS)
+    assert get(store, job_id).state is State.COMPLETED
+    # The bulk retry reaches undecodable jobs too.
+    other = client.enqueue("work", b"\xfe", queue="bulk")
+    chk.ack(chk.one(queues=["bulk"]), Outcome.UNDECODABLE, error="no handler")
+    op = store.create_operation("retry", {"queue": "bulk", "state": "undecodable"})
+    while store.run_operations_batch(limit=100):
+        pass
+    assert store.get_operation(op["id"])["affected"] == 1  # type: ignore[index]
+    assert get(store, other).state is State.AVAILABLE
+
+
 def test_operator_cancel_of_a_running_job_tells_the_worker(store: Store, client: Client,
                                                            chk: Checker) -> None:
     job_id = client.enqueue("work", b"in")
