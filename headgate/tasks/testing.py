@@ -9,6 +9,17 @@ run now — every job is finished, waiting for a later time (a retry's backoff, 
 delay), or held back by a policy (a paused rate class keeps its jobs ``available``).
 ``t.jobs(state=...)`` lists the jobs; ``t.store`` is the store, for setting policies.
 
+Time moves only when the test says so. ``t.advance(seconds=...)`` moves the session's
+clock forward: the store's clock (an offset on this throw-away store, not a fake of
+it) and the app's, where a call's ``delay_ms`` starts. So a retry's backoff and a
+delay are computed from, and come due on, the same moved clock; the next
+``t.run_all()`` runs what came due. ``t.run_all(fast_forward=True)`` does that by
+itself: whenever nothing may run now but jobs wait for a later time, it moves the clock
+to the earliest of them, until none waits. Periodic schedules due on the session's
+clock fire at the start of each ``run_all`` (their ``on_missed`` applies, so a tick
+advanced far past is ``skip``ped by default); ``fast_forward`` never moves the clock
+for a schedule, which would never end.
+
 ::
 
     with app.testing() as t:
@@ -16,6 +27,13 @@ delay), or held back by a policy (a paused rate class keeps its jobs ``available
         ref = send_email.enqueue("a@example.com", subject="hi")
         t.run_all()
         assert [j.id for j in t.jobs(state="available")] == [ref.id]
+
+    with app.testing() as t:
+        ref = flaky.enqueue()       # fails once; its retry waits an hour
+        t.run_all()
+        t.advance(hours=1)
+        t.run_all()
+        assert ref.result(timeout=5) == "ok"
 """
 
 from __future__ import annotations
@@ -26,7 +44,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from headgate.core import Job, JobFilter, State
+from headgate.adapters.sqlite.store import SqliteStore
+from headgate.client import Client
+from headgate.core import InvalidInput, Job, JobFilter, State
+from headgate.scheduling import fire_due_schedules
 from headgate.store import open_store
 from headgate.store.port import Store
 from headgate.worker import Worker
@@ -47,8 +68,12 @@ class TestSession:
 
     @property
     def store(self) -> Store:
+        return self._sqlite()
+
+    def _sqlite(self) -> SqliteStore:
         if self._store is None:
             raise RuntimeError("use app.testing() as a context manager")
+        assert isinstance(self._store, SqliteStore)
         return self._store
 
     def __enter__(self) -> TestSession:
@@ -57,24 +82,62 @@ class TestSession:
         app = self.app
         # An http(s):// app enqueues through its server: the session takes that away
         # too, or a test's jobs would go to the real server.
-        self._saved = (app._store, app._owns_store, app._client, app._http)
+        self._saved = (app._store, app._owns_store, app._client, app._http,
+                       app.clock_offset_ms)
         app._store, app._owns_store, app._client, app._http = self._store, False, None, None
+        app.clock_offset_ms = 0
         app.sync_schedules(self._store)
         return self
 
     def __exit__(self, *exc: object) -> None:
         app = self.app
         if self._saved is not None:
-            app._store, app._owns_store, app._client, app._http = self._saved
+            (app._store, app._owns_store, app._client, app._http,
+             app.clock_offset_ms) = self._saved
         if self._store is not None:
             self._store.close()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
         self._store = self._dir = self._saved = None
 
-    def run_all(self, timeout: float = 30.0) -> None:
-        """Run jobs until none may run now; TimeoutError if that takes over ``timeout`` s."""
-        store = self.store
+    # -- time ---------------------------------------------------------------------------
+    def now_ms(self) -> int:
+        """The session's now (epoch ms): the wall clock plus every ``advance`` so far.
+        An absolute ``scheduled_at_ms`` in a session counts from this."""
+        return self._sqlite().now_ms()
+
+    def advance(self, *, ms: int = 0, seconds: float = 0, minutes: float = 0,
+                hours: float = 0, days: float = 0) -> int:
+        """Move the session's clock forward by the sum of the amounts given (forward
+        only: leases, retention and the store's order all assume time does not go
+        back). Jobs whose backoff or delay has passed are due at the next ``run_all``.
+        Returns the new ``now_ms()``."""
+        total = 0.0
+        for name, value, scale in (("ms", ms, 1), ("seconds", seconds, 1_000),
+                                   ("minutes", minutes, 60_000),
+                                   ("hours", hours, 3_600_000), ("days", days, 86_400_000)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 \
+                    or value != value or value == float("inf"):
+                raise InvalidInput(f"advance({name}=...) must be a finite number >= 0")
+            total += value * scale
+        self._shift(round(total))
+        return self.now_ms()
+
+    def _shift(self, step_ms: int) -> None:
+        db = self._sqlite().db
+        db.clock_offset_ms += step_ms
+        self.app.clock_offset_ms = db.clock_offset_ms
+
+    # -- running --------------------------------------------------------------------------
+    def run_all(self, timeout: float = 30.0, *, fast_forward: bool = False) -> None:
+        """Run jobs until none may run now; TimeoutError if that takes over ``timeout``
+        s (of real time). ``fast_forward``: then, while jobs wait for a later time (a
+        backoff, a delay, a ``scheduled_at_ms``), move the session's clock to the
+        earliest of them and run again, until none waits."""
+        store = self._sqlite()
+        client = self.app.client
+        assert isinstance(client, Client)  # the session took any http(s):// producer away
+        fire_due_schedules(store, client=client)
         queues = sorted(set(self.app.queues()) | {q["queue"] for q in store.queue_stats()})
         worker = Worker(store, queues=queues or ["default"], concurrency=self.concurrency,
                         worker_id="headgate-testing", poll_floor_ms=1, poll_ceiling_ms=10,
@@ -83,11 +146,29 @@ class TestSession:
         worker.start()
         try:
             deadline = time.monotonic() + timeout
-            while not self._idle(worker):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"jobs still running after {timeout} s")
+            while True:
+                while not self._idle(worker):
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"jobs still running after {timeout} s")
+                if not fast_forward:
+                    return
+                due = self._next_due_ms(store)
+                if due is None:
+                    return
+                self._shift(max(0, due - store.now_ms()))
+                # Every queue's, paused ones too: admission promotes only what it admits.
+                while store.promote_due() >= 1000:
+                    pass
         finally:
             worker.stop(timeout=timeout)
+
+    def _next_due_ms(self, store: Store) -> int | None:
+        """When the earliest job waiting for a later time comes due, if any does."""
+        while store.promote_due() >= 1000:
+            pass
+        waiting = [j.scheduled_at_ms for s in (State.SCHEDULED, State.RETRYABLE)
+                   for j in self.jobs(state=s)]
+        return min(waiting, default=None)
 
     @staticmethod
     def _idle(worker: Worker, polls: int = 3) -> bool:

@@ -1,7 +1,9 @@
 """SQLite connections: one per thread, WAL, IMMEDIATE write transactions, migrations.
 
 The store clock is read here, inside the write lock, so every decision in a transaction
-sees one instant and no two writers disagree about order.
+sees one instant and no two writers disagree about order. ``clock_offset_ms`` moves it
+forward for this process only: ``app.testing()``'s ``advance`` uses it on its
+throw-away store, so backoffs and delays come due without sleeping.
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ class Database:
         # polls with sleeps of up to 100 ms: under 16 server threads that sleep was the
         # p99 of an HTTP enqueue. Other processes still meet busy_timeout.
         self._write_lock = threading.Lock()
+        # Added to the process clock (never negative: the store's order must not reverse).
+        self.clock_offset_ms = 0
+
+    def now_ms(self) -> int:
+        return now_ms() + self.clock_offset_ms
 
     def connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -96,7 +103,7 @@ class Database:
                 raise _unavailable(exc) from exc
             changes = conn.total_changes
             try:
-                yield conn, now_ms()
+                yield conn, self.now_ms()
                 conn.execute("COMMIT")
             except BaseException as exc:
                 if conn.in_transaction:
@@ -145,7 +152,7 @@ class Database:
     def read_with_clock(self) -> Iterator[tuple[sqlite3.Connection, int]]:
         """A read with the store time (the process clock), as PostgreSQL's reads it."""
         with self.read() as conn:
-            yield conn, now_ms()
+            yield conn, self.now_ms()
 
     def query(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
         try:

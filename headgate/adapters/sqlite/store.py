@@ -10,7 +10,7 @@ from headgate.adapters.sql.store import SqlStore
 from headgate.core import Envelope, InvalidInput, StoreUnavailable
 from headgate.store.activity import ActivityHub
 
-from .connection import Database, now_ms
+from .connection import Database
 
 
 class SqliteStore(SqlStore):
@@ -59,4 +59,4 @@ class SqliteStore(SqlStore):
 
     def now_ms(self) -> int:
         """The process clock, read by whoever holds the write lock: one order for all."""
-        return now_ms()
+        return self.db.now_ms()
