@@ -73,6 +73,10 @@ class TaskDecorator(Protocol):
 
 
 class App:
+    # Added to the wall clock where a call's delay_ms starts: app.testing()'s advance()
+    # moves it with its store's clock, so a delay counts from the session's time.
+    clock_offset_ms = 0
+
     def __init__(self, url: str | None = None, *, store: Store | None = None,
                  codec: Codec = JSON, periodic_prune: bool = False,
                  token: str | None = None) -> None:

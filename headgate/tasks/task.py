@@ -124,7 +124,8 @@ class Task(Generic[P, R]):
                 raise InvalidInput("delay_ms must be an integer >= 0 (milliseconds)")
             if "scheduled_at_ms" in fields:
                 raise InvalidInput("give delay_ms or scheduled_at_ms, not both")
-            fields["scheduled_at_ms"] = int(time.time() * 1000) + delay_ms
+            fields["scheduled_at_ms"] = (int(time.time() * 1000) + self.app.clock_offset_ms
+                                         + delay_ms)
         if "partition_key" not in options and self.partition is not None:
             fields["partition_key"] = self._partition_key(args, kwargs)
         fields["headers"] = {**fields.get("headers", {}), RESULT_HEADER: "1"}
