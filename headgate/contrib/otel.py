@@ -18,7 +18,8 @@ Worker side: each attempt is a ``CONSUMER`` span ``process <queue>`` whose paren
 context in the job's headers (so one trace runs from the enqueue through every attempt),
 current while the handler runs, with ``messaging.operation.type`` ``process``,
 ``messaging.client.id`` (the worker id), ``headgate.job.kind``, ``headgate.job.attempt``
-(1 on the first run) and ``headgate.job.outcome`` (success, retry, skip, snooze, ...).
+(1 on the first run) and ``headgate.job.outcome`` (success, retry, skip, snooze, ...;
+``archived`` when the attempt failed with no attempts left, not ``retry``).
 An attempt that did not succeed sets the span status to ERROR with the error text and
 records the exception (the task's own, behind the task layer's retry decision).
 
@@ -46,6 +47,7 @@ from headgate.http_client import HttpClient
 from headgate.tasks import App
 from headgate.worker import Worker
 from headgate.worker.execution import Decision
+from headgate.worker.observe import outcome_label
 
 log = logging.getLogger("headgate.otel")
 
@@ -155,13 +157,14 @@ class Tracing:
                 ) as span:
 
             def finish(decision: Decision) -> None:
-                span.set_attribute(OUTCOME, decision.label)
+                label = outcome_label(decision, job)
+                span.set_attribute(OUTCOME, label)
                 if decision.outcome is Outcome.SUCCESS:
                     return
                 if decision.exc is not None:
                     span.record_exception(decision.exc)
                 if decision.outcome is not Outcome.SNOOZE:
-                    first = (decision.error or decision.label).splitlines()[0]
+                    first = (decision.error or label).splitlines()[0]
                     span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, first))
 
             yield finish

@@ -27,7 +27,7 @@ from headgate.store.port import Store
 
 from .attempts import DEADLINE, TIMED_OUT, Attempt, Inflight, lock_order
 from .execution import Decision
-from .observe import fields_of
+from .observe import fields_of, outcome_label
 
 log = logging.getLogger("headgate.worker")
 
@@ -188,14 +188,16 @@ class AckQueue:
             return
         job = attempt.job
         elapsed_ms = int((time.monotonic() - attempt.started) * 1000)
-        label = decision.label
-        if decision.outcome is Outcome.RETRY and job.attempt + 1 >= job.max_attempts:
-            label += " (attempts exhausted: archived)"
+        label = outcome_label(decision, job)
+        exhausted = label != decision.label
         detail = f": {decision.error.splitlines()[0]}" if decision.error else ""
-        if decision.delay_ms is not None and decision.outcome is not Outcome.SUCCESS:
+        if exhausted:
+            # The retry the handler asked for does not happen: say why, and no delay.
+            detail += f" (attempts exhausted: {job.attempt + 1} of {job.max_attempts})"
+        elif decision.delay_ms is not None and decision.outcome is not Outcome.SUCCESS:
             detail += f" (delay {decision.delay_ms} ms)"
         worker_id = attempt.ctx.worker_id if attempt.ctx is not None else job.worker_id
         log.info("job %s %s run %d: %s in %d ms%s", job.id, job.kind, attempt.claim.fence,
                  label, elapsed_ms, detail,
-                 extra={**fields_of(job, worker_id or ""), "outcome": decision.label,
+                 extra={**fields_of(job, worker_id or ""), "outcome": label,
                         "elapsed_ms": elapsed_ms})

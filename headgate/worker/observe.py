@@ -11,6 +11,11 @@ the payload is decoded and left after the attempt's decision is known; what it y
 is called with that ``Decision`` (its ``outcome``, ``error``, and ``exc`` the exception
 behind it, if any). A hook that raises is logged and skipped: observing never changes
 an outcome.
+
+``outcome_label`` is the name observers report an attempt's end by: the handler's
+outcome, except that a retry with no attempts left is ``archived`` (the store archives
+it; no retry and no delay follow), so the log line, the JSON log's ``outcome`` and a
+trace agree with the job's state.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any
 
-from headgate.core import Job
+from headgate.core import Job, Outcome, State
 
 from .execution import Decision
 
@@ -42,6 +47,14 @@ def fields_of(job: Job, worker_id: str) -> dict[str, Any]:
     # `attempt` counts this run: 1 on the first (job.attempt counts failures before it).
     return {"job_id": job.id, "kind": job.kind, "queue": job.queue,
             "attempt": job.attempt + 1, "worker_id": worker_id}
+
+
+def outcome_label(decision: Decision, job: Job) -> str:
+    """How an attempt ended, in the job's terms: ``archived`` for a retry that used the
+    job's last attempt, else the decision's own label (success, retry, skip, ...)."""
+    if decision.outcome is Outcome.RETRY and job.attempt + 1 >= job.max_attempts:
+        return State.ARCHIVED.value
+    return decision.label
 
 
 @contextmanager
@@ -71,4 +84,4 @@ def attempt_scope(job: Job, worker_id: str, hooks: Sequence[AttemptHook] = ()
         _fields.reset(token)
 
 
-__all__ = ["AttemptHook", "attempt_fields", "attempt_scope", "fields_of"]
+__all__ = ["AttemptHook", "attempt_fields", "attempt_scope", "fields_of", "outcome_label"]

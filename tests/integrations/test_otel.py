@@ -106,9 +106,13 @@ def test_each_failed_attempt_is_an_error_span_under_the_same_producer(
         assert span.context.trace_id == producer.context.trace_id
         assert span.status.status_code is StatusCode.ERROR
         assert "flaky failure" in span.status.description
-        assert span.attributes["headgate.job.outcome"] == "retry"
         (event,) = [e for e in span.events if e.name == "exception"]
         assert event.attributes["exception.type"] == "ValueError"
+    # The last attempt failed with none left: the job is archived, and its span says so.
+    outcomes = {s.attributes["headgate.job.attempt"]: s.attributes["headgate.job.outcome"]
+                for s in attempts}
+    assert outcomes == {1: "retry", 2: "archived"}
+    assert app.store.get_job(ref.id).state is headgate.State.ARCHIVED
 
 
 def test_a_batch_carries_one_context_per_job_and_asyncio_enqueues_are_traced(
