@@ -1,8 +1,8 @@
-"""The control API (SPEC §10): a Flask blueprint at `/api/v1` implementing the seed
-contract route by route, plus `/metrics` and `/readyz` at the top level.
+"""The control API (docs/api.md): a Flask blueprint at `/api/v1`, plus `/metrics` and
+`/readyz` at the top level.
 
 Modules follow the API's seams: `errors` (envelope, store-error mapping), `params`
-(body/query parsing with the seed's normalized rejections), `auth` (tokens, read-only),
+(body/query parsing with normalized rejections), `auth` (tokens, read-only),
 `idempotency` (Idempotency-Key storage and replay), then the route groups — `jobs`,
 `queues`, `policy`, `workers`, `periodic`, `operations` (bulk + runner), `events`
 (SSE), `system`, `openapi` — and `metrics`.
@@ -60,7 +60,7 @@ def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None
     app.extensions["headgate.api.background"] = background
     if app.config.get("MAX_CONTENT_LENGTH") is None:  # Flask's default is unlimited
         app.config["MAX_CONTENT_LENGTH"] = MAX_CONTENT_LENGTH
-    # Names holding `/` are one path segment, as in the seed (headgate/web/segments.py).
+    # Names holding `/` are one path segment when sent as `%2F` (headgate/web/segments.py).
     app.url_map.converters["segment"] = Segment
     app.url_map.converters["job_id"] = jobs.JobId
     app.wsgi_app = keep_encoded_slashes(app.wsgi_app)  # type: ignore[method-assign]

@@ -1,4 +1,4 @@
-"""Who is calling: bearer API tokens (SPEC §10 Auth) and read-only enforcement.
+"""Who is calling: bearer API tokens (docs/api.md, Access) and read-only enforcement.
 
 Tokens come from Settings (HG_API_TOKENS, HG_API_READ_TOKENS, HG_API_TOKENS_FILE).
 When any is configured, every /api/v1 route except healthz needs one — in the

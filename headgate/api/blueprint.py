@@ -1,6 +1,6 @@
 """The `/api/v1` blueprint and the checks every request passes before its handler.
 
-Order (outermost first, as the seed layers them): authentication, read-only mode,
+Order (outermost first): authentication, read-only mode,
 Idempotency-Key. Only requests that reach a route of this blueprint pass here; unknown
 paths and methods are answered by the app-level JSON 404/405 handlers.
 """
@@ -26,8 +26,8 @@ def api_path_checks() -> None:
     """Every answer under `/api/` is JSON or empty, and the app's routing would give two
     that are not: a doubled slash (`/api/v1//jobs`) is merged by Werkzeug into a 308
     with an HTML body, handed out before any error handler sees it, and OPTIONS is
-    answered 200 for every route. Here an empty segment matches nothing (404, as in the
-    seed's router) and OPTIONS is a 405 naming the path's methods (the seed serves no
+    answered 200 for every route. Here an empty segment matches nothing (404: no route
+    has an empty name) and OPTIONS is a 405 naming the path's methods (no route serves
     OPTIONS; nothing cross-origin is granted)."""
     request = flask.request
     if not request.path.startswith("/api/"):
@@ -84,8 +84,8 @@ bp.register_error_handler(Exception, handle_unexpected)
 
 
 def bare(resp: flask.Response) -> flask.Response:
-    """Drop the Content-Type Werkzeug gives every response: the seed's empty answers
-    carry none, and `text/html` would claim a body that is not there."""
+    """Drop the Content-Type Werkzeug gives every response: an empty answer carries
+    none, and `text/html` would claim a body that is not there."""
     del resp.headers["Content-Type"]
     return resp
 
@@ -98,7 +98,7 @@ def no_content(headers: dict[str, str] | None = None) -> flask.Response:
 
 
 def empty_ok() -> flask.Response:
-    """The seed's bare `StatusCode::OK` (PUT routes): 200 with an empty body."""
+    """A bare OK (PUT routes): 200 with an empty body."""
     return bare(flask.Response(b"", status=200))
 
 

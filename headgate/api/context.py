@@ -36,10 +36,10 @@ log = logging.getLogger("headgate.api")
 
 @dataclass
 class ApiHooks:
-    """The embedding hooks of the seed's ApiConfig, handed to the producer Client.
+    """The embedding hooks of `create_app`, handed to the producer Client.
 
     `identity_from_request(flask.request)` is how the embedding app tells headgate who
-    is enqueueing (the seed's EnqueueIdentity request extension); without it the
+    is enqueueing (the identity the authorizer sees); without it the
     identity is the bearer token's (or None when no tokens are configured)."""
 
     enqueue_authorizer: Authorizer | None = None

@@ -1,8 +1,8 @@
-"""The error envelope of the control API (SPEC §10) and the store-error mapping.
+"""The error envelope of the control API (docs/api.md) and the store-error mapping.
 
 Every failure leaves as JSON `{"error": "..."}` — plus structured fields where a client
 acts on them (409 duplicate, 423 quarantine, 429 backpressure, 403 forbidden, 503
-circuit) — with the seed's status codes and raw store messages, so clients branch on
+circuit) — with fixed status codes and raw store messages, so clients branch on
 status and fields, never on a framework's prose or an HTML error page.
 """
 
@@ -51,7 +51,7 @@ class ApiError(Exception):
 
 
 def store_error(exc: HeadgateError) -> ApiError:
-    """The seed's `store_err`, plus the Python store's extra types (decisions noted)."""
+    """The status each store error answers with (docs/api.md, Conventions)."""
     if isinstance(exc, Duplicate):
         return ApiError(409, "duplicate unique key", existing_id=exc.existing_id,
                         replaced=exc.replaced)
@@ -68,8 +68,8 @@ def store_error(exc: HeadgateError) -> ApiError:
         # The raw message: the 400 already says "invalid".
         return ApiError(400, str(exc))
     if isinstance(exc, InvalidTransition | LeaseLost):
-        # The seed had no such variant (it fell through to 500). An action the job's
-        # current state does not allow is a conflict with that state: 409, raw message.
+        # An action the job's current state does not allow is a conflict with that
+        # state, not a server fault: 409, raw message.
         return ApiError(409, str(exc))
     if isinstance(exc, EnqueueForbidden):
         return ApiError(403, "enqueue forbidden", kind=exc.kind)

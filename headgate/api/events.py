@@ -5,7 +5,7 @@ One broadcaster per app subscribes to the store's activity signal (`store.activi
 fed after every commit, and from LISTEN on PostgreSQL). It coalesces activity over
 200 ms into one `queue_activity` event carrying the distinct queue names, numbers it,
 and keeps the last RING_SIZE events so a client reconnecting with `Last-Event-ID` gets
-what it missed (the run-server seed's replay on attach). Each client gets a `:hb`
+what it missed (replay on attach). Each client gets a `:hb`
 comment after 15 s of silence, so proxies keep the connection and the client notices a
 dead one.
 

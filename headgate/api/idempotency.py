@@ -1,11 +1,11 @@
-"""Idempotency-Key on every mutating request (SPEC §10).
+"""Idempotency-Key on every mutating request (docs/api.md, Idempotency-Key).
 
 Presence is required (400 otherwise), and the first successful response is stored in
 the database and replayed verbatim — status, body and the headers that carry meaning —
 for a retry with the same key within 24 h: a double-clicked Retry or a proxy retrying
 a POST must not act twice, even across a restart or onto another serve process.
 
-Decisions where the seed is silent:
+Decisions:
 - Keys are scoped per (caller identity, method, path and query, key): a replay can only
   ever return a response to the same caller's same request, never another caller's.
 - Only 2xx responses are stored. A failed request changed nothing, so a retry with the
@@ -13,7 +13,7 @@ Decisions where the seed is silent:
 - The same key with a different body is 422; a retry while the first is still running
   is 409 with Retry-After (IETF draft-ietf-httpapi-idempotency-key-header).
 - Replays carry `Idempotent-Replayed: true`. Enqueue (and periodic run) replays also
-  say `"replayed": true` in the body, as the seed's enqueue replay answer does.
+  say `"replayed": true` in the body, so a producer knows the job was not new.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ log = logging.getLogger("headgate.api")
 
 MUTATING = frozenset({"POST", "PUT", "DELETE"})
 MAX_KEY_LENGTH = 255
-# Endpoints whose replay answer says so in the body (the seed's enqueue contract).
+# Endpoints whose replay answer says so in the body (`replayed: true`).
 REPLAY_MARKED = frozenset({"api.enqueue", "api.run_periodic"})
 # Response headers worth replaying; Date, Server and lengths are recomputed.
 STORED_HEADERS = ("Content-Type", "X-Released-Jobs", "Location", "Retry-After")

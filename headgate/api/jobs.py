@@ -1,5 +1,5 @@
 """Jobs: list (with the `q` grammar), enqueue, counts, per-id actions, and the
-per-job views and operator actions of the seed."""
+per-job views and operator actions."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from .errors import ApiError, raw_msg
 from .params import dflt, json_body, opt, query, req
 
 MAX_ACTION_IDS = 1000
-# The static routes beside `/jobs/{id}`: in the seed's router they win whatever the method.
+# The static routes beside `/jobs/{id}`: they win whatever the method.
 STATIC_JOB_PATHS = frozenset({"counts", "actions", "bulk"})
 CURSOR = re.compile(r"[A-Za-z0-9_-]{1,1400}={0,2}")
 
@@ -50,9 +50,9 @@ class JobId(Segment):
 
     Werkzeug tries the `{id}` route when a static one matches the path but not the
     method, so `DELETE /jobs/counts` would delete a job called "counts". Not matching
-    those names here leaves the static route's 405 and its own Allow header, as in the
-    seed (a check in `to_python` would be too late: the `{id}` routes' methods would
-    already be in the Allow header).
+    those names here leaves the static route's 405 and its own Allow header, as for
+    any static path (a check in `to_python` would be too late: the `{id}` routes'
+    methods would already be in the Allow header).
     """
 
     regex = "(?!(?:{})\\Z)[^/]+".format("|".join(sorted(map(re.escape, STATIC_JOB_PATHS))))
@@ -75,7 +75,7 @@ def b64decode(text: str, what: str) -> bytes:
 
 def is_orphaned(job: Job, now_ms: int) -> bool:
     """Running on a lease that has already expired: its worker is gone and the
-    reclaimer has not taken it back yet (the seed's `is_orphaned`)."""
+    reclaimer has not taken it back yet (the body's `orphaned`)."""
     return (
         job.state is State.RUNNING
         and job.lease_expires_at_ms is not None
@@ -84,7 +84,7 @@ def is_orphaned(job: Job, now_ms: int) -> bool:
 
 
 def job_json(job: Job, now_ms: int) -> dict[str, Any]:
-    """The seed's job body; the fields after `tags` are additive (the dashboard's
+    """The job body; the fields after `tags` are additive (the dashboard's
     lifecycle timeline and lease view need them)."""
     body: dict[str, Any] = {
         "id": job.id,
@@ -180,7 +180,7 @@ ENQUEUE_FIELDS = (
     opt("max_attempts", "u32"),
     opt("retention_ms", "i64"),
     opt("id", "str"),
-    # Additive: SPEC §3.1 headers (e.g. traceparent), which the seed's body lacked.
+    # Additive: the envelope's opaque string headers (e.g. traceparent).
     dflt("headers", "str_map", {}),
 )
 
@@ -284,9 +284,9 @@ def _enqueue_envelope() -> tuple[Envelope, bool]:
         "sticky_worker": b["sticky_worker"],
         "headers": b["headers"],
     }
-    # Absent fields take the envelope's defaults (SPEC §3.1). So do `queue: ""` and
-    # `max_attempts: 0`, as in the seed (`unwrap_or_default()` / `unwrap_or(0)`): a
-    # client whose serializer writes every field sends those for "not set".
+    # Absent fields take the envelope's defaults. So do `queue: ""` and
+    # `max_attempts: 0`: a client whose serializer writes every field sends those for
+    # "not set".
     for name in DEFAULTED_ZEROES:
         if b[name] == DEFAULTED_ZEROES[name]:
             b[name] = None
@@ -313,8 +313,7 @@ def actions() -> flask.Response:
     s = store()
     handlers = {"retry": s.operator_retry, "cancel": s.operator_cancel, "delete": s.delete_job}
     action = b["action"]
-    # Checked before any id (the seed found out at the first id, which differs only
-    # for an empty list — where a typo should still be reported).
+    # Checked before any id, so a typo is reported even for an empty list.
     if action != "archive" and action not in handlers:
         raise ApiError(400, f"unknown action `{action}`")
     succeeded: list[str] = []

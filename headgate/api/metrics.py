@@ -1,4 +1,4 @@
-"""Prometheus `/metrics` and the top-level `/readyz` (SPEC §12).
+"""Prometheus `/metrics` and the top-level `/readyz` (docs/api.md, Metrics).
 
 Every figure comes from what the store maintains anyway — the per-queue counters and
 the per-minute history buckets — never from scanning jobs, so a scrape costs the same

@@ -39,7 +39,7 @@ SELECTOR_FIELDS = (
 
 
 def operation_json(op: dict[str, Any]) -> dict[str, Any]:
-    """The seed's operation body (id, status, affected, total_estimated, dry_run,
+    """The operation body (id, status, affected, total_estimated, dry_run,
     error) plus what the dashboard shows beside it."""
     return {
         "id": op["id"],

@@ -1,14 +1,13 @@
-"""Request parsing with the seed's normalized rejections (SPEC §10).
+"""Request parsing with the API's normalized rejections (docs/api.md, Conventions).
 
-The seed wraps axum's extractors so a bad body or query string is answered with the
-same small set of messages any implementation can derive, instead of a decoder's
-prose: 415 `expected Content-Type: application/json`, 400 `bad json`, 422
-`missing field \\`x\\`` / `invalid request body`, 400 `missing query parameter \\`x\\`` /
-`invalid query parameter \\`x\\``. The field declarations here mirror the seed's serde
-structs: a plain field is required, `opt` is `Option<T>` (absent or null → None),
-`dflt` is `#[serde(default)]` (absent → default, null → invalid). Integer fields carry
-the seed's Rust widths, so an out-of-range number is a 422 here rather than an overflow
-deeper down.
+A bad body or query string is answered with a small, fixed set of messages a client
+can branch on, instead of a decoder's prose: 415 `expected Content-Type:
+application/json`, 400 `bad json`, 422 `missing field \\`x\\`` / `invalid request body`,
+400 `missing query parameter \\`x\\`` / `invalid query parameter \\`x\\``. Each route
+declares its fields: a plain field is required, `opt` is optional (absent or null →
+None), `dflt` has a default (absent → default, null → invalid). Integer fields carry a
+width (i32, u32, i64, u64), so an out-of-range number is a 422 here rather than an
+overflow deeper down.
 """
 
 from __future__ import annotations
@@ -44,17 +43,17 @@ class Field:
 
 
 def req(name: str, type_: str, fields: Iterable[Field] = ()) -> Field:
-    """A plain serde field: must be present and not null."""
+    """A required field: must be present and not null."""
     return Field(name, type_, required=True, fields=tuple(fields))
 
 
 def opt(name: str, type_: str) -> Field:
-    """`Option<T>`: absent or null both mean None."""
+    """An optional field: absent or null both mean None."""
     return Field(name, type_, nullable=True)
 
 
 def dflt(name: str, type_: str, default: Any, fields: Iterable[Field] = ()) -> Field:
-    """`#[serde(default)]`: absent means `default`; null is still a type error."""
+    """A defaulted field: absent means `default`; null is still a type error."""
     return Field(name, type_, default=default, fields=tuple(fields))
 
 
@@ -62,7 +61,7 @@ INVALID_BODY = "invalid request body"
 
 
 class _Object(dict):
-    """A JSON object that remembers keys it saw twice (serde rejects those fields)."""
+    """A JSON object that remembers keys it saw twice (a field given twice is refused)."""
 
     dupes: frozenset[str] = frozenset()
 
@@ -86,8 +85,8 @@ def _reject_constant(name: str) -> Any:
 
 
 def _check_text(value: Any) -> None:
-    """Lone surrogates decode in Python but are not Unicode: serde calls them a syntax
-    error, and they could not be stored anyway."""
+    """Lone surrogates decode in Python but are not Unicode: they are a syntax error
+    (`bad json`), and they could not be stored anyway."""
     if isinstance(value, str):
         value.encode("utf-8")
     elif isinstance(value, dict):
@@ -106,7 +105,7 @@ def is_json_mimetype(mimetype: str) -> bool:
 
 
 def parse_json_document() -> Any:
-    """The raw JSON document of the request, or the seed's 415 / 400."""
+    """The raw JSON document of the request, or the 415 / 400 rejection."""
     request = flask.request
     if not is_json_mimetype(request.mimetype):
         # A proxy that strips Content-Type must not be answered with a silent success.
@@ -122,7 +121,8 @@ def parse_json_document() -> Any:
 
 
 def json_body(*fields: Field) -> dict[str, Any]:
-    """Parse the body into the declared fields (unknown fields are ignored, as serde)."""
+    """Parse the body into the declared fields (unknown fields are ignored, so
+    older servers accept newer clients' bodies)."""
     return _struct(parse_json_document(), fields)
 
 
@@ -132,7 +132,7 @@ def _struct(value: Any, fields: tuple[Field, ...] | Iterable[Field]) -> dict[str
         raise ApiError(422, INVALID_BODY)
     dupes: frozenset[str] = getattr(value, "dupes", frozenset())
     out: dict[str, Any] = {}
-    # serde reports a bad value as it meets it, and missing fields only at the end.
+    # A bad value is reported as it is met, missing fields only at the end.
     for f in fields:
         if f.name in dupes:
             raise ApiError(422, INVALID_BODY)
@@ -185,7 +185,7 @@ def _coerce(value: Any, f: Field) -> Any:
 # -- query strings ------------------------------------------------------------------
 
 def query(*fields: Field) -> dict[str, Any]:
-    """Parse the query string into the declared fields, serde_urlencoded-style: a value
+    """Parse the query string into the declared fields: a value
     that does not parse is a 400 naming the parameter, never a silent default."""
     args = flask.request.args
     by_name = {f.name: f for f in fields}
@@ -193,7 +193,7 @@ def query(*fields: Field) -> dict[str, Any]:
     for name, raw in args.items(multi=True):
         f = by_name.get(name)
         if f is None:
-            continue  # unknown parameters are ignored, as the seed's structs do
+            continue  # unknown parameters are ignored, like unknown body fields
         if name in out:
             raise ApiError(400, "invalid query string")
         out[name] = _parse_scalar(raw, f)

@@ -1,4 +1,4 @@
-"""Periodic schedules: list, upsert (validated here, SPEC §9 grammar incl. CRON_TZ),
+"""Periodic schedules: list, upsert (validated here, the spec grammar incl. CRON_TZ),
 delete, enqueue events, and run-now. Storage belongs to the store, firing to
 headgate.scheduling; this module is the HTTP surface."""
 
@@ -88,8 +88,8 @@ def put_periodic(schedule_id: str) -> flask.Response:
         "kind": b["kind"],
         "spec": b["spec"],
         "payload": payload,
-        # The seed's schedule defaults (note retention 0: periodic jobs are not kept).
-        # `queue: ""` and `max_attempts: 0` are "not set", as on enqueue (the seed's
+        # Schedule defaults (note retention 0: periodic jobs are not kept).
+        # `queue: ""` and `max_attempts: 0` are "not set", as on enqueue (the
         # envelope defaults them); other fields keep their checks.
         "queue": b["queue"] or "default",
         "partition_key": b["partition_key"] or "",
@@ -108,8 +108,8 @@ def put_periodic(schedule_id: str) -> flask.Response:
 
 
 def _authorize_schedule(schedule: dict[str, Any]) -> None:
-    """Whoever may not enqueue a kind may not schedule it either (the seed authorizes
-    a preview envelope of the schedule's job)."""
+    """Whoever may not enqueue a kind may not schedule it either (the authorizer
+    sees a preview envelope of the schedule's job)."""
     authorizer = api_state().hooks.enqueue_authorizer
     if authorizer is None:
         return

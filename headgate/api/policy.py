@@ -15,7 +15,7 @@ from .params import dflt, json_body, opt, query, req
 
 @bp.get("/rate-classes")
 def rate_classes() -> flask.Response:
-    """The seed's fields, plus `refill_in_ms` (time until one more token)."""
+    """Each class's settings and tokens, plus `refill_in_ms` (time until one more token)."""
     body = [
         {
             "name": r["name"],
@@ -100,8 +100,8 @@ def delete_concurrency_limit(name: str) -> flask.Response:
 
 @bp.get("/partitions")
 def partitions() -> flask.Response:
-    """The seed's `{partition_key, deficit, waiting}` plus `running`; at most 200,
-    busiest first (read from the partition counters, never from jobs)."""
+    """`{partition_key, deficit, waiting, running}`; at most 200, busiest first (read
+    from the partition counters, never from jobs)."""
     p = query(req("queue", "str"))
     return json_response(store().partitions(p["queue"]))
 

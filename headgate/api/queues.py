@@ -18,7 +18,7 @@ from .params import dflt, json_body, opt, query, req
 
 
 def queue_json(q: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """The seed's queue body.
+    """The queue body.
 
     Honest values where the Python store has no such measurement (decisions):
     - `count_is_approximate`: false — counts come from exact maintained counters.
@@ -74,7 +74,7 @@ def smoothed_drain(q: dict[str, Any], buckets: dict[int, tuple[int, ...]],
     """The queue's rates, time to drain and trend as the console computes them
     (headgate.core.drain over its per-minute history), so both say the same thing.
 
-    The seed's meaning of the field holds where it is defined: 0 when nothing is left
+    The field's meaning holds where it is defined: 0 when nothing is left
     to drain but pending jobs, null when there is no finite forecast. A queue whose only
     other work is scheduled is "empty" to the console (nothing due now) but not empty
     here: null, since work not yet due has no drain time."""
@@ -144,8 +144,8 @@ def resume_queue(queue: str) -> flask.Response:
 
 @bp.get("/queues/<segment:queue>/history")
 def history(queue: str) -> flask.Response:
-    """The seed's `{at_ms, arrived, completed}` buckets, plus failed, depth and
-    admission rejections by policy (SPEC §6 history)."""
+    """`{at_ms, arrived, completed}` buckets, plus failed, depth and admission
+    rejections by policy (kept by the history duty from counters)."""
     p = query(opt("since_ms", "i64"), opt("bucket_ms", "i64"))
     since = 0 if p["since_ms"] is None else p["since_ms"]
     bucket = HISTORY_BUCKET_MS if p["bucket_ms"] is None else p["bucket_ms"]

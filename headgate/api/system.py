@@ -1,4 +1,4 @@
-"""Health, readiness, meta, system info and prune (the run-server seed's patterns)."""
+"""Health, readiness, meta, system info and prune: what an operator asks of a server."""
 
 from __future__ import annotations
 
