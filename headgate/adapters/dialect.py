@@ -14,7 +14,7 @@ from typing import Any
 
 from headgate.core.schema_constants import QUEUE_LOCK_SEED
 
-# A queue's admission lock; the seed is the one every other statement's lock uses.
+# A queue's admission lock; its hash seed is the one every other statement's lock uses.
 QUEUE_LOCK = f"SELECT pg_advisory_xact_lock(hashtextextended(?, {QUEUE_LOCK_SEED}))"
 
 

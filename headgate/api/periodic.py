@@ -1,4 +1,4 @@
-"""Periodic schedules: list, upsert (validated here, the spec grammar incl. CRON_TZ),
+"""Periodic schedules: list, upsert (validated here: the schedule grammar incl. CRON_TZ),
 delete, enqueue events, and run-now. Storage belongs to the store, firing to
 headgate.scheduling; this module is the HTTP surface."""
 

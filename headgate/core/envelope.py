@@ -1,4 +1,4 @@
-"""The producer's envelope (SPEC §3.1) and its validation at the boundary.
+"""The producer's envelope (docs/ARCHITECTURE.md, Jobs) and its validation at the boundary.
 
 Validation lives here, not in the adapters, so every way in (client, API, periodic
 scheduler) rejects the same inputs with the same words before anything is written.

@@ -1,4 +1,4 @@
-"""The content fingerprint of SPEC §3.2, which keys quarantine."""
+"""The content fingerprint, which keys quarantine (docs/ARCHITECTURE.md, Jobs)."""
 
 from __future__ import annotations
 

@@ -109,7 +109,8 @@ class Explanation:
 
 @dataclass(slots=True)
 class JobFilter:
-    """The seed's JobFilter: every field narrows; tags_all needs all, tags_any needs one."""
+    """Which jobs a list or bulk operation means: every field narrows; tags_all needs all,
+    tags_any needs one."""
 
     id: str | None = None
     queue: str | None = None

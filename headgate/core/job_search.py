@@ -1,6 +1,6 @@
 """The job search grammar, one for the control API's `q` parameter and the console's
 search box, so both accept the same searches and refuse the rest in the same words
-(the seed's `parse_q`): space-separated `field:value` terms, ANDed; a bare term matches
+(docs/api.md, Search `q`): space-separated `field:value` terms, ANDed; a bare term matches
 kind by prefix."""
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ def parse_search(q: str, f: JobFilter) -> None:
 
 
 def _priority(value: str) -> int:
-    """What the seed's `parse::<i32>()` takes: an optional sign, ASCII digits, 32 bits.
+    """A plain 32-bit decimal: an optional sign, ASCII digits, nothing else.
 
     Python's int() also takes `1_0`, surrounding space and any script's digits, which
-    would let a search through that the seed refuses (and a larger number overflowed
-    SQLite: a 500).
+    would let odd spellings through as numbers (and a larger number overflowed SQLite:
+    a 500).
     """
     if not PLAIN_INTEGER.fullmatch(value):
         raise InvalidInput(f"priority `{value}` is not a number")

@@ -6,10 +6,10 @@ same words, and neither layer has to ask the other.
 
 from __future__ import annotations
 
-# What a concurrency limit does with a job that finds it full (SPEC §5).
+# What a concurrency limit does with a job that finds it full (docs/ARCHITECTURE.md).
 SATURATION_STRATEGIES = ("queue", "discard", "cancel_incoming", "cancel_running")
 
-# What a periodic schedule does with ticks that came while nobody fired it (SPEC §9);
+# What a periodic schedule does with ticks that came while nobody fired it;
 # headgate.scheduling decides what each means.
 ON_MISSED = ("skip", "run_once", "backfill")
 

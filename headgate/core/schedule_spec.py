@@ -1,4 +1,4 @@
-"""Periodic schedule specs (SPEC §9): parsing and tick arithmetic, pure and clock-free.
+"""Periodic schedule specs: parsing and tick arithmetic, pure and clock-free.
 
 Grammar::
 

@@ -21,11 +21,11 @@ from types import MappingProxyType
 HISTORY_BUCKET_MS = 60_000
 # How long a finished job is kept when its envelope does not say (a day).
 DEFAULT_RETENTION_MS = 24 * 3_600_000
-# PostgreSQL: the seed of hashtextextended() for a queue's admission advisory lock. Every
+# PostgreSQL: the hash seed of hashtextextended() for a queue's admission advisory lock. Every
 # statement that takes a queue lock must use the same one, or two writers of one queue
 # stop excluding each other.
 QUEUE_LOCK_SEED = 7
-# PostgreSQL: the seed of hashtextextended() for a unique key's advisory lock (and an
+# PostgreSQL: the hash seed of hashtextextended() for a unique key's advisory lock (and an
 # Idempotency-Key's), a different space from the queue locks'.
 KEY_LOCK_SEED = 11
 # Envelope.unique_replace: what a duplicate enqueue overwrites on a holder still waiting.

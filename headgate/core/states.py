@@ -1,4 +1,4 @@
-"""Job states and worker outcomes (SPEC §4)."""
+"""Job states and worker outcomes (docs/ARCHITECTURE.md, Job lifecycle)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The admission gate (SPEC §5): one IMMEDIATE transaction decides what a worker may run.
+"""The admission gate (docs/ARCHITECTURE.md): one IMMEDIATE transaction decides what a
+worker may run.
 
 Order of a call: promote what is due; split capacity between the caller's unpaused
 queues by weight; within a queue, draw from partitions by deficit round robin; for each

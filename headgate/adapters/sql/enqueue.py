@@ -310,7 +310,7 @@ def _replace_holder(
 ) -> bool:
     """Apply unique_replace bits or debounce to a holder that is not running. A due
     time moves only where one is waited for (scheduled, retryable; bit 2 also pending):
-    an available job would need a transition §4 does not have."""
+    an available job would need a transition the lifecycle does not have."""
     if state is State.RUNNING or state in TERMINAL:
         return False
     sets: dict[str, object] = {}

@@ -1,4 +1,4 @@
-"""Stored responses for the control API's Idempotency-Key (SPEC §10).
+"""Stored responses for the control API's Idempotency-Key (docs/api.md).
 
 A request first *begins* its key (an in-progress row, so a concurrent duplicate is told
 to wait rather than acting twice), then either *completes* it with the response to

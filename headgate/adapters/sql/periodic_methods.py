@@ -1,5 +1,5 @@
-"""PeriodicMethods: the store methods for periodic schedules (SPEC §9) and for the
-maintenance duties of SPEC §6 that the core adapter does not already have.
+"""PeriodicMethods: the store methods for periodic schedules and for the maintenance
+duties that the core adapter does not already have.
 
 A mixin so this surface lives beside, not inside, the core adapter. It needs from the
 class it is mixed into: `db` (`write()` yielding `(conn, store_now)`, `read()` yielding
