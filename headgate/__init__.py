@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         JsonCodec,
         ResultGone,
         Task,
+        UnimportableTask,
         UnknownOption,
     )
     from headgate.worker import (
@@ -82,7 +83,7 @@ _WORKER_NAMES = [
 ]
 _TASK_NAMES = [
     "App", "Backoff", "Codec", "EncodeError", "JobFailed", "JobRef", "JsonCodec", "ResultGone",
-    "Task", "UnknownOption",
+    "Task", "UnimportableTask", "UnknownOption",
 ]
 __all__ += [
     "JobContext", "JobOutcome", "JsonDecoder", "RateLimited", "Retry", "Revoke", "Skip",
@@ -90,7 +91,7 @@ __all__ += [
 ]
 __all__ += [
     "App", "Backoff", "Codec", "EncodeError", "JobFailed", "JobRef", "JsonCodec", "ResultGone",
-    "Task", "UnknownOption",
+    "Task", "UnimportableTask", "UnknownOption",
 ]
 _LAZY = {
     **dict.fromkeys(_WORKER_NAMES, "headgate.worker"),

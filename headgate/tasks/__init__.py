@@ -10,7 +10,7 @@ arguments and results into bytes; run.py is the worker side; testing.py is
 
 from .app import App
 from .codec import JSON, Codec, JsonCodec
-from .errors import EncodeError, JobFailed, ResultGone, UnknownOption
+from .errors import EncodeError, JobFailed, ResultGone, UnimportableTask, UnknownOption
 from .ref import JobRef
 from .retry import Backoff
 from .run import TaskRun, current
@@ -19,5 +19,6 @@ from .testing import TestSession
 
 __all__ = [
     "JSON", "App", "Backoff", "Codec", "EncodeError", "JobFailed", "JobRef", "JsonCodec",
-    "ResultGone", "Task", "TaskCall", "TaskRun", "TestSession", "UnknownOption", "current",
+    "ResultGone", "Task", "TaskCall", "TaskRun", "TestSession", "UnimportableTask",
+    "UnknownOption", "current",
 ]

@@ -13,7 +13,8 @@
 The store opens on first use (so importing a module that builds an App costs nothing,
 and ``headgate worker --app mod:app`` can hand it the store it opened). A task's kind is
 its import path (``module.qualname``) unless named: a module run as ``__main__`` names
-its tasks ``__main__.…``, so name them when producer and worker import them differently.
+its tasks ``__main__.…``, a kind no worker process has, so enqueueing one raises
+``UnimportableTask``: import the task from its module, or name it.
 
 Worker and server start-up (``build_worker``) upsert the schedules declared with
 ``@app.periodic``: an unchanged spec keeps its ``next_run_ms``, and a schedule an
@@ -349,6 +350,7 @@ class App:
                                 f"{type(c).__name__}")
             if c.task.app is not self:
                 raise InvalidInput(f"{c.task.name} belongs to another App")
+            c.task.check_importable()
         return calls
 
     # -- running ------------------------------------------------------------------------
@@ -370,6 +372,8 @@ class App:
         """Upsert the declared schedules (unchanged ones are not written; an operator's
         pause is kept) and, with ``periodic_prune``, delete the undeclared ones. Returns
         ``{"upserted": [...], "pruned": [...]}``."""
+        for declared in self._schedules.values():  # each tick would enqueue it
+            self._tasks[declared["kind"]].check_importable()
         store = store or self.store
         upserted, pruned = [], []
         for sid, declared in self._schedules.items():

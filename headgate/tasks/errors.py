@@ -39,4 +39,25 @@ class UnknownOption(InvalidInput, TypeError):
     """An option name ``Task.options`` or ``App.task`` does not know."""
 
 
-__all__ = ["EncodeError", "JobFailed", "ResultGone", "UnknownOption"]
+class UnimportableTask(InvalidInput):
+    """A task declared in a script run directly (``python tasks.py``) without ``name=``:
+    its kind starts with ``__main__.``, which no worker process can import, so every job
+    of it would end undecodable. Raised when it is enqueued (or its schedule synced),
+    everywhere, ``app.testing()`` included, so a test fails where production would.
+    Declaring it is fine: a worker started with ``--app tasks:app`` imports the module
+    by its own name."""
+
+    def __init__(self, kind: str, module: str | None) -> None:
+        qualname = kind.removeprefix("__main__.")
+        module = module or "your_module"
+        super().__init__(
+            f"cannot enqueue task {kind!r}: it was declared in a script run directly "
+            f"(python {module}.py), and a worker imports that module as {module!r}, where "
+            f"the task is '{module}.{qualname}': jobs of {kind!r} would end undecodable. "
+            f"Import the task from its module instead (from {module} import "
+            f"{qualname.split('.')[0]}), or give it a name (@app.task(name=\"{qualname}\")); "
+            "app.testing() refuses it too")
+        self.kind = kind
+
+
+__all__ = ["EncodeError", "JobFailed", "ResultGone", "UnimportableTask", "UnknownOption"]

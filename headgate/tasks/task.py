@@ -14,15 +14,17 @@ is an option too: ``task.options(conn=conn).enqueue(...)``.
 from __future__ import annotations
 
 import inspect
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from headgate.core import Envelope, InvalidInput
 
 from .codec import Codec
-from .errors import EncodeError, UnknownOption
+from .errors import EncodeError, UnimportableTask, UnknownOption
 from .ref import JobRef
 from .retry import RetryPolicy
 
@@ -92,6 +94,15 @@ class Task(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<Task {self.name}>"
+
+    def check_importable(self) -> None:
+        """Refuse a kind of ``__main__`` (``UnimportableTask``): checked when a job of
+        it would be stored, not at declaration, since a worker may import this very
+        module by its own name (``--app tasks:app``) and declare it properly."""
+        if self.name.startswith("__main__."):
+            module = sys.modules.get(getattr(self.fn, "__module__", "") or "")
+            path = getattr(module, "__file__", None)
+            raise UnimportableTask(self.name, Path(path).stem if path else None)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
         """Call the function here, now (no job): what tests of its logic want."""
