@@ -335,6 +335,15 @@ def job_actions(state: State | str) -> list[str]:
     return actions
 
 
+# The states each "… selected" button of the jobs list can act on (job_actions' rules):
+# headgate.js turns a button off while no selected job is in one, since the API would
+# refuse every id.
+SELECTION_SOURCES: dict[str, list[str]] = {
+    action: sorted(s.value for s in State if action in job_actions(s))
+    for action in ("retry", "cancel", "delete")
+}
+
+
 def worker_signals(status: str | None, pending: str | None) -> list[str]:
     """Signals that make sense for a worker in `status` (a quiet worker can be resumed,
     a running one quieted; a worker already stopping only gets terminate/resign)."""
@@ -503,6 +512,41 @@ def last_error(job: Job) -> dict[str, Any] | None:
 
 
 _ERROR_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,127}")
+
+_OUTCOME_WORDS = {
+    "skip": "skipped → archived",
+    "undecodable": "undecodable: no handler or decoder",
+    "lease_lost": "lease lost: its worker stopped renewing",
+    "cancel_incoming": "cancelled by a concurrency limit",
+    "cancel_running": "cancelled to make room under a concurrency limit",
+    "snooze": "snoozed",
+    "rate_limited": "rate limited → waiting again",
+    "success": "succeeded",
+    "revoke": "revoked",
+}
+
+
+def attempt_label(entry: dict[str, Any], job: Job, last: bool) -> str:
+    """What one recorded attempt led to, in words. The stored `outcome` is what the
+    handler asked for ("retry" for any raised error), not what happened: the last of
+    its attempts was archived, so the list must not call it a retry."""
+    outcome = str(entry.get("outcome") or "")
+    if outcome != "retry":
+        return _OUTCOME_WORDS.get(outcome, outcome or "failed")
+    n = int(entry.get("attempt") or 0)
+    state = job.state.value
+    if n >= job.max_attempts or (last and state == "archived"):
+        return "failed → archived: no attempts left"
+    if last and state == "retryable":
+        return "failed → retries after a backoff"
+    return "failed → retried"
+
+
+def attempts(job: Job) -> list[dict[str, Any]]:
+    """The job's recorded attempts, newest first, each with attempt_label's words."""
+    n = len(job.errors)
+    return [{**e, "label": attempt_label(e, job, i == n - 1)}
+            for i, e in reversed(list(enumerate(job.errors)))]
 
 
 def blocker(exp: Explanation | None, served: bool) -> dict[str, Any] | None:

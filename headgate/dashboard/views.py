@@ -307,6 +307,7 @@ def sheet_data(s: Any, job_id: str) -> dict[str, Any] | None:
         "sentences": present.explain_sentences(exp, job, now),
         "timeline": present.timeline(job, now),
         "last_error": present.last_error(job),
+        "attempts": present.attempts(job),
         "actions": present.job_actions(job.state),
         "output": present.render_bytes(output.bytes) if output else None,
         "output_at": output.updated_at_ms if output else None,

@@ -51,3 +51,42 @@ def test_an_undecodable_job_offers_retry_on_its_sheet(store: Any, client: Any) -
     body = text_of(client.get(f"/jobs?job={job_id}"))
     assert f'hx-post="/api/v1/jobs/{job_id}/retry"' in body
     assert "Deploy the handler, then retry it" in body
+
+
+# -- attempts are labelled by what they led to ----------------------------------------------
+
+def attempt_items(body: str) -> list[str]:
+    """The sheet's attempt list, newest first, as `header | label` lines."""
+    import re
+
+    section = body.split("Attempts with errors", 1)[1].split("</ol>", 1)[0]
+    return [f"{h} | {label}" for h, label in re.findall(
+        r'<strong>([^<]+)</strong>\s*<span class="attempt-label">([^<]+)</span>', section)]
+
+
+def test_the_last_attempt_is_archived_not_a_retry(store: Any, client: Any) -> None:
+    c = headgate.Client(store)
+    once = c.enqueue("charge", b"{}", queue="a", max_attempts=1)
+    (claim,) = store.admit("w", ["a"], capacity=1)
+    store.ack(claim, Outcome.RETRY, error="ValueError: declined")
+    assert attempt_items(text_of(client.get(f"/jobs?job={once}"))) == [
+        "attempt 1 of 1 | failed → archived: no attempts left"]
+
+    twice = c.enqueue("charge", b"{}", queue="b", max_attempts=2)
+    (claim,) = store.admit("w", ["b"], capacity=1)
+    store.ack(claim, Outcome.RETRY, error="ValueError: declined", delay_ms=0)
+    body = text_of(client.get(f"/jobs?job={twice}"))
+    assert attempt_items(body) == ["attempt 1 of 2 | failed → retries after a backoff"]
+    store.promote_due()
+    (claim,) = store.admit("w", ["b"], capacity=1)
+    store.ack(claim, Outcome.RETRY, error="ValueError: declined again")
+    assert attempt_items(text_of(client.get(f"/jobs?job={twice}"))) == [
+        "attempt 2 of 2 | failed → archived: no attempts left",
+        "attempt 1 of 2 | failed → retried"]
+    # An operator retry gives one more attempt; the archived one stays archived.
+    store.operator_retry(once)
+    (claim,) = store.admit("w", ["a"], capacity=1)
+    store.ack(claim, Outcome.SKIP, error="not today")
+    assert attempt_items(text_of(client.get(f"/jobs?job={once}"))) == [
+        "attempt 1 of 2 | skipped → archived",
+        "attempt 1 of 2 | failed → retried"]
