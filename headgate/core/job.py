@@ -126,9 +126,21 @@ class JobFilter:
     older_than_ms: int | None = None
     # The first line of the job's last error starts with this (`error:` in the search).
     error_prefix: str | None = None
+    # `payload:` / `payload.PATH:` terms (core.job_search.PayloadTerm), all must match;
+    # checked on the decoded payload of at most a bounded number of jobs per page.
+    payload_terms: list[Any] = field(default_factory=list)
+    # Time ranges: after is inclusive, before exclusive (epoch ms). `finished` is the
+    # job's finalization, so a finished bound leaves unfinished jobs out.
+    enqueued_after_ms: int | None = None
+    enqueued_before_ms: int | None = None
+    finished_after_ms: int | None = None
+    finished_before_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class JobPage:
     jobs: list[Job]
     next_cursor: str | None
+    # A payload search stopped at its scan bound before filling the page: next_cursor
+    # (when set) continues the scan from where it stopped.
+    scan_limited: bool = False

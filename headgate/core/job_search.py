@@ -1,11 +1,15 @@
 """The job search grammar, one for the control API's `q` parameter and the console's
 search box, so both accept the same searches and refuse the rest in the same words
 (docs/api.md, Search `q`): space-separated `field:value` terms, ANDed; a bare term matches
-kind by prefix."""
+kind by prefix. `payload:` terms are checked on decoded payloads by the store, within
+its scan bound (adapters/sql/job_pages.py)."""
 
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import dataclass
+from typing import Any
 
 from .errors import InvalidInput
 from .job import JobFilter
@@ -19,6 +23,57 @@ TEXT_FIELDS = {
 # Not \d: that matches any script's digits.
 PLAIN_INTEGER = re.compile(r"[+-]?[0-9]+")
 I32_DIGITS = 10
+# Each payload term is checked against every job scanned: a handful is plenty.
+MAX_PAYLOAD_TERMS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadTerm:
+    """`payload:TEXT` (path empty): the decoded payload contains TEXT, ignoring case.
+    `payload.a.b:VALUE`: the JSON value at a.b is VALUE (a string as written, any
+    other scalar as JSON spells it: `42`, `true`, `null`; a list holds it)."""
+
+    path: tuple[str, ...]
+    value: str
+
+    def matches(self, doc: Any, text: str) -> bool:
+        if not self.path:
+            return self.value.casefold() in text.casefold()
+        node = doc
+        for step in self.path:
+            if isinstance(node, dict) and step in node:
+                node = node[step]
+            elif isinstance(node, list) and step.isdigit() and int(step) < len(node):
+                node = node[int(step)]
+            else:
+                return False
+        items = node if isinstance(node, list) else [node]
+        return any(_scalar_text(item) == self.value for item in items)
+
+
+def _scalar_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (dict, list)):
+        return None
+    return json.dumps(value)
+
+
+def decoded_payload(payload: bytes | None) -> tuple[Any, str]:
+    """(JSON document or None, its text): the text is the document re-serialized
+    without escapes, so `payload:é` finds a payload stored as "\\u00e9"; a payload
+    that is not JSON is searched as UTF-8 text."""
+    raw = (payload or b"").decode("utf-8", "replace")
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None, raw
+    return doc, json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+
+
+def payload_matches(payload: bytes | None, terms: list[PayloadTerm]) -> bool:
+    doc, text = decoded_payload(payload)
+    return all(term.matches(doc, text) for term in terms)
 
 
 def parse_search(q: str, f: JobFilter) -> None:
@@ -41,8 +96,21 @@ def parse_search(q: str, f: JobFilter) -> None:
             if not value:
                 raise InvalidInput("error: needs the start of an error, e.g. error:Timeout")
             f.error_prefix = value
+        elif name == "payload" or name.startswith("payload."):
+            f.payload_terms.append(_payload_term(name, value))
         else:
             raise InvalidInput(f"unknown search field `{name}`")
+    if len(f.payload_terms) > MAX_PAYLOAD_TERMS:
+        raise InvalidInput(f"at most {MAX_PAYLOAD_TERMS} payload terms in a search")
+
+
+def _payload_term(name: str, value: str) -> PayloadTerm:
+    path = tuple(name.split(".")[1:])
+    if not value:
+        raise InvalidInput(f"{name}: needs a value, e.g. payload:alice or payload.to:alice")
+    if any(not step for step in path):
+        raise InvalidInput(f"`{name}` is not a payload path (payload.KEY.KEY:VALUE)")
+    return PayloadTerm(path, value)
 
 
 def _priority(value: str) -> int:

@@ -330,6 +330,20 @@ class Store(ABC):
         the store at admit and ack time, so they cover every process of the fleet."""
 
     @abstractmethod
+    def latency_totals(self, since_ms: int, queue: str | None = None,
+                       kind: str | None = None) -> list[tuple[str, str, str, int, int, int]]:
+        """The latency histograms summed over the minute buckets from `since_ms` on,
+        per queue and kind: `(queue, kind, metric, le_ms, n, sum_ms)`, narrowed to one
+        queue and/or kind (kind '' holds buckets written before they had kinds)."""
+
+    @abstractmethod
+    def running_jobs(self, limit: int = 1000) -> list[dict[str, Any]]:
+        """Running jobs, soonest lease expiry first (expired ones first), at most
+        `limit`: `{id, kind, queue, worker_id, attempted_at_ms, lease_expires_at_ms}`:
+        what each worker runs now, read in the order of the running jobs' partial index,
+        never a scan of the table."""
+
+    @abstractmethod
     def record_queue_depths(self) -> int:
         """Write per-queue unfinished counts into the current history minute bucket."""
 

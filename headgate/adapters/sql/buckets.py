@@ -22,8 +22,8 @@ DELETE FROM queue_history WHERE (queue, bucket_ms) IN (
     SELECT queue, bucket_ms FROM queue_history WHERE bucket_ms < ? ORDER BY bucket_ms LIMIT ?
 )""",
     "queue_latency": """
-DELETE FROM queue_latency WHERE (queue, bucket_ms, metric, le_ms) IN (
-    SELECT queue, bucket_ms, metric, le_ms FROM queue_latency WHERE bucket_ms < ?
+DELETE FROM queue_latency WHERE (queue, bucket_ms, kind, metric, le_ms) IN (
+    SELECT queue, bucket_ms, kind, metric, le_ms FROM queue_latency WHERE bucket_ms < ?
     ORDER BY bucket_ms LIMIT ?
 )""",
 }

@@ -228,3 +228,14 @@ def list_workers(conn: Connection, now: int, within_ms: int) -> list[dict[str, A
             "pending_signal": row[11],
         })
     return out
+
+
+# jobs_running's order: no sort, and never more rows than the fleet's slots.
+RUNNING_JOBS = ("SELECT id, kind, queue, worker_id, attempted_at_ms, lease_expires_at_ms "
+                "FROM jobs WHERE state = 'running' ORDER BY lease_expires_at_ms LIMIT ?")
+
+
+def running_jobs(conn: Connection, limit: int) -> list[dict[str, Any]]:
+    return [{"id": r[0], "kind": r[1], "queue": r[2], "worker_id": r[3],
+             "attempted_at_ms": r[4], "lease_expires_at_ms": r[5]}
+            for r in conn.execute(RUNNING_JOBS, (limit,)).fetchall()]

@@ -19,6 +19,7 @@ from typing import Any
 from headgate.core import STORED_STATES, JobFilter, JobPage
 from headgate.core.cursors import decode_cursor, encode_cursor
 from headgate.core.errors import InvalidInput
+from headgate.core.job_search import payload_matches
 
 from .conn import Connection
 from .rows import JOB_COLUMNS, JOB_COLUMNS_WITH_PAYLOAD, row_to_job
@@ -30,6 +31,13 @@ MAX_TAG_FILTERS = 100
 # Past this many branches one plain query is cheaper than the merge.
 MAX_BRANCHES = 64
 STORED_STATE_NAMES = [s.value for s in STORED_STATES]
+# A payload search decodes payloads in Python (the same answer on both engines, JSON
+# paths included) and so reads them: per page it examines at most SCAN_LIMIT jobs or
+# SCAN_BYTES of payload, newest first after the SQL filters, SCAN_CHUNK rows a query,
+# then answers what it found with a cursor to continue from where it stopped.
+SCAN_LIMIT = 10_000
+SCAN_BYTES = 32 * 1024 * 1024
+SCAN_CHUNK = 100
 
 # SQLite pages a kind prefix alone by sorting every job of the matching kinds (0.6–1.6 s
 # for `send_` among 1M jobs: its planner takes the kind range of jobs_kind_id, then sorts
@@ -125,6 +133,15 @@ def _where(conn: Connection, now: int, f: JobFilter) -> tuple[list[str], list[An
     if f.older_than_ms is not None:
         where.append("enqueued_at_ms < ?")
         params.append(now - f.older_than_ms)
+    for column, op, value in (
+        ("enqueued_at_ms", ">=", f.enqueued_after_ms),
+        ("enqueued_at_ms", "<", f.enqueued_before_ms),
+        ("finalized_at_ms", ">=", f.finished_after_ms),
+        ("finalized_at_ms", "<", f.finished_before_ms),
+    ):
+        if value is not None:
+            where.append(f"{column} {op} ?")
+            params.append(value)
     if f.error_prefix:
         # A range over jobs_last_error_id ("C" order on PostgreSQL, binary on SQLite):
         # the prefix is data, never a pattern.
@@ -142,26 +159,71 @@ def list_jobs(
         raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}")
     if len(f.tags_all) > MAX_TAG_FILTERS or len(f.tags_any) > MAX_TAG_FILTERS:
         raise InvalidInput(f"at most {MAX_TAG_FILTERS} tags in a filter")
+    before = decode_cursor(cursor) if cursor else None
+    if f.payload_terms:
+        return _payload_page(conn, now, f, before, limit, include_payload)
+    cols = JOB_COLUMNS_WITH_PAYLOAD if include_payload else JOB_COLUMNS
+    rows = _rows(conn, now, f, before, limit + 1, cols)
+    jobs = [row_to_job(r) for r in rows[:limit]]
+    next_cursor = encode_cursor(jobs[-1].id) if len(rows) > limit else None
+    return JobPage(jobs, next_cursor)
+
+
+def _payload_page(conn: Connection, now: int, f: JobFilter, before: str | None, limit: int,
+                  include_payload: bool) -> JobPage:
+    """Up to `limit` jobs whose decoded payload matches every payload term, within the
+    scan bound: the SQL filters pick the candidates, SCAN_CHUNK at a time."""
+    matches: list[tuple] = []
+    scanned = size = 0
+    while True:
+        chunk = _rows(conn, now, f, before, SCAN_CHUNK, JOB_COLUMNS_WITH_PAYLOAD)
+        for row in chunk:
+            scanned += 1
+            size += len(row[-1] or b"")
+            before = row[0]
+            if payload_matches(bytes(row[-1] or b""), f.payload_terms):
+                matches.append(row)
+                if len(matches) > limit:
+                    break
+            if scanned >= SCAN_LIMIT or size >= SCAN_BYTES:
+                break
+        else:
+            if len(chunk) == SCAN_CHUNK:
+                continue  # nothing stopped this chunk and more may follow
+            limited = False
+            break
+        limited = len(matches) <= limit
+        break
+    jobs = [row_to_job(r) for r in matches[:limit]]
+    if not include_payload:
+        for job in jobs:
+            job.payload = None
+    if len(matches) > limit:
+        return JobPage(jobs, encode_cursor(jobs[-1].id))
+    if limited and before is not None:
+        return JobPage(jobs, encode_cursor(before), scan_limited=True)
+    return JobPage(jobs, None)
+
+
+def _rows(conn: Connection, now: int, f: JobFilter, before: str | None, n: int,
+          cols: str) -> list[tuple]:
+    """The first `n` rows (`cols`, id first) matching `f`'s SQL filters with an id below
+    `before`, newest first."""
     where, params = _where(conn, now, f)
-    if cursor:
+    if before is not None:
         where.append("id < ?")
-        params.append(decode_cursor(cursor))
+        params.append(before)
     branches = _branches(conn, f)
     if f.kind_prefix and (branches is None or branches[0] != "kind"):
         # The prefix is data, never a pattern: no LIKE.
         where.append(conn.dialect.prefix_test("kind"))
         params += [f.kind_prefix] * where[-1].count("?")
-    cols = JOB_COLUMNS_WITH_PAYLOAD if include_payload else JOB_COLUMNS
     if branches is None:
         sql = f"SELECT {cols} FROM jobs"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        rows = conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit + 1)).fetchall()
-    else:
-        column, values = branches
-        sql = f"SELECT {cols} FROM jobs WHERE " + " AND ".join([f"{column} = ?", *where])
-        sql += " ORDER BY id DESC LIMIT ?"
-        rows = merged(conn, sql, [(v,) for v in values], params, limit + 1, True)
-    jobs = [row_to_job(r) for r in rows[:limit]]
-    next_cursor = encode_cursor(jobs[-1].id) if len(rows) > limit else None
-    return JobPage(jobs, next_cursor)
+        return conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, n)).fetchall()
+    column, values = branches
+    sql = f"SELECT {cols} FROM jobs WHERE " + " AND ".join([f"{column} = ?", *where])
+    sql += " ORDER BY id DESC LIMIT ?"
+    return merged(conn, sql, [(v,) for v in values], params, n, True)

@@ -3,7 +3,8 @@
 The store writes them itself, in triggers on `jobs` (SQLite: row triggers like its
 counters; PostgreSQL: one grouped upsert per statement, functions/latency.sql), so the
 figures are the fleet's whatever process admitted or acked. `wait` is available ->
-running, `run` is running -> terminal; each row is one histogram bucket of one minute.
+running, `run` is running -> terminal; each row is one histogram bucket of one minute
+of one queue and kind (kind since migration 0022; '' for buckets written before it).
 """
 
 from __future__ import annotations
@@ -17,3 +18,21 @@ SELECT_SINCE = ("SELECT queue, bucket_ms, metric, le_ms, n, sum_ms FROM queue_la
 def rows_since(conn: Connection, since_ms: int) -> list[tuple[str, int, str, int, int, int]]:
     return [(str(q), int(b), str(m), int(le), int(n), int(s))
             for q, b, m, le, n, s in conn.execute(SELECT_SINCE, (since_ms,)).fetchall()]
+
+
+def totals_since(conn: Connection, since_ms: int, queue: str | None,
+                 kind: str | None) -> list[tuple[str, str, str, int, int, int]]:
+    """(queue, kind, metric, le_ms, n, sum_ms) summed over the minutes from `since_ms`,
+    of one queue (a range of the key), one kind (the bucket index) or both."""
+    sql = ("SELECT queue, kind, metric, le_ms, sum(n), sum(sum_ms) FROM queue_latency "
+           "WHERE bucket_ms >= ?")
+    params: list[object] = [since_ms]
+    if queue is not None:
+        sql += " AND queue = ?"
+        params.append(queue)
+    if kind is not None:
+        sql += " AND kind = ?"
+        params.append(kind)
+    sql += " GROUP BY queue, kind, metric, le_ms"
+    return [(str(q), str(k), str(m), int(le), int(n), int(s))
+            for q, k, m, le, n, s in conn.execute(sql, params).fetchall()]

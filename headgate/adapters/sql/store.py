@@ -208,6 +208,16 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
         with self.db.read() as conn:
             return latency.rows_since(conn, since_ms)
 
+    def latency_totals(self, since_ms: int, queue: str | None = None,
+                       kind: str | None = None) -> list[tuple[str, str, str, int, int, int]]:
+        with self.db.read() as conn:
+            return latency.totals_since(conn, since_ms, queue, kind)
+
+    def running_jobs(self, limit: int = 1000) -> list[dict[str, Any]]:
+        check_int("limit", limit, 1)
+        with self.db.read() as conn:
+            return inspection.running_jobs(conn, limit)
+
     def claim_duty(self, name: str, holder: str, ttl_ms: int) -> bool:
         with self.db.write() as (conn, now):
             return control.claim_duty(conn, now, name, holder, ttl_ms)
