@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TypedDict
+from typing import NamedTuple, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
 DEFAULT_SQLITE_PATH = "headgate.db"
@@ -22,6 +23,12 @@ DEFAULT_AUTH_FAILURES_PER_MINUTE = 20
 # longest chart (24 hours in 15-minute buckets) with an hour to spare.
 DEFAULT_HISTORY_RETENTION_MS = 7 * 24 * 3_600_000
 MIN_HISTORY_RETENTION_MS = 25 * 3_600_000
+# The audit log of operator actions is kept this long (90 days); at least an hour, so a
+# value meant in seconds is refused rather than emptying the log.
+DEFAULT_AUDIT_RETENTION_MS = 90 * 24 * 3_600_000
+MIN_AUDIT_RETENTION_MS = 3_600_000
+# A token's name in the tokens file (`name=`): what the audit log records as its actor.
+TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -76,6 +83,17 @@ def history_retention_ms_from_env(env: Mapping[str, str] | None = None) -> int:
     return value
 
 
+def audit_retention_ms_from_env(env: Mapping[str, str] | None = None) -> int:
+    """HG_AUDIT_RETENTION_MS (Settings.audit_retention_ms), read by a DutyRunner not
+    handed a value as history_retention_ms_from_env is."""
+    env = os.environ if env is None else env
+    value = _positive_int(env, "HG_AUDIT_RETENTION_MS", DEFAULT_AUDIT_RETENTION_MS)
+    if value < MIN_AUDIT_RETENTION_MS:
+        raise ConfigError(f"HG_AUDIT_RETENTION_MS must be at least "
+                          f"{MIN_AUDIT_RETENTION_MS} (an hour), got {value}")
+    return value
+
+
 def split_addr(addr: str) -> tuple[str, int]:
     """Split ``host:port`` (``[v6]:port`` too) so callers can validate before binding."""
     host, sep, port_text = addr.strip().rpartition(":")
@@ -120,9 +138,17 @@ def _token_list(raw: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in raw.split(",") if t.strip())
 
 
-def read_tokens_file(path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+class TokensFile(NamedTuple):
+    full: tuple[str, ...]
+    read_only: tuple[str, ...]
+    # (token, name) for the lines that give a `name=`.
+    names: tuple[tuple[str, str], ...] = ()
+
+
+def read_tokens_file(path: str) -> TokensFile:
     """(read-write, read-only) bearer tokens from a file: one per line, optionally
-    followed by `rw` (the default) or `ro`; blank lines and `#` comments are skipped.
+    followed by `rw` (the default) or `ro` and by `name=NAME`, the name the audit log
+    records for what the token does; blank lines and `#` comments are skipped.
     A file keeps secrets out of the environment and the process list."""
     try:
         with open(path, encoding="utf-8") as handle:
@@ -131,16 +157,32 @@ def read_tokens_file(path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         raise ConfigError(f"HG_API_TOKENS_FILE cannot be read: {exc.strerror}") from None
     full: list[str] = []
     read_only: list[str] = []
+    names: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
         words = line.split("#", 1)[0].split()
         if not words:
             continue
-        kind = words[1].lower() if len(words) > 1 else "rw"
-        if len(words) > 2 or kind not in ("rw", "ro"):
-            # The token itself is never echoed back.
-            raise ConfigError(f"HG_API_TOKENS_FILE line {number}: expected `TOKEN [rw|ro]`")
+        kind, name = None, None
+        for word in words[1:]:
+            if word.startswith("name=") and name is None:
+                name = word[len("name="):]
+                if not TOKEN_NAME.fullmatch(name):
+                    raise ConfigError(
+                        f"HG_API_TOKENS_FILE line {number}: a name is 1-64 letters, digits "
+                        "or ._@+- starting with a letter or digit")
+                if name in names.values():
+                    raise ConfigError(f"HG_API_TOKENS_FILE line {number}: the name "
+                                      f"{name!r} is already another token's")
+            elif word.lower() in ("rw", "ro") and kind is None:
+                kind = word.lower()
+            else:
+                # The token itself is never echoed back.
+                raise ConfigError(f"HG_API_TOKENS_FILE line {number}: expected "
+                                  "`TOKEN [rw|ro] [name=NAME]`")
         (read_only if kind == "ro" else full).append(words[0])
-    return tuple(full), tuple(read_only)
+        if name is not None:
+            names[words[0]] = name
+    return TokensFile(tuple(full), tuple(read_only), tuple(names.items()))
 
 
 TrustedProxies = int | tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] | None
@@ -202,6 +244,10 @@ class Settings:
     trusted_proxies: TrustedProxies = None
     # How long the retention duty keeps history and latency buckets.
     history_retention_ms: int = DEFAULT_HISTORY_RETENTION_MS
+    # How long the retention duty keeps the audit log of operator actions.
+    audit_retention_ms: int = DEFAULT_AUDIT_RETENTION_MS
+    # (token, name) pairs from the tokens file: whom the audit log names for a token.
+    api_token_names: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if self.store not in ("sqlite", "pg"):
@@ -213,10 +259,12 @@ class Settings:
         tokens = _token_list(env.get("HG_API_TOKENS", ""))
         read_tokens = _token_list(env.get("HG_API_READ_TOKENS", ""))
         tokens_file = env.get("HG_API_TOKENS_FILE", "").strip()
+        token_names: tuple[tuple[str, str], ...] = ()
         if tokens_file:
-            file_tokens, file_read_tokens = read_tokens_file(tokens_file)
-            tokens += file_tokens
-            read_tokens += file_read_tokens
+            from_file = read_tokens_file(tokens_file)
+            tokens += from_file.full
+            read_tokens += from_file.read_only
+            token_names = from_file.names
         return cls(
             store=env.get("HG_STORE", "").strip().lower() or "sqlite",
             sqlite_path=env.get("HG_SQLITE", "").strip() or DEFAULT_SQLITE_PATH,
@@ -234,6 +282,8 @@ class Settings:
             migrate=_bool(env, "HG_MIGRATE", default=True),
             trusted_proxies=parse_trusted_proxies(env.get("HG_TRUSTED_PROXIES", "")),
             history_retention_ms=history_retention_ms_from_env(env),
+            audit_retention_ms=audit_retention_ms_from_env(env),
+            api_token_names=token_names,
         )
 
     def store_url(self) -> str:

@@ -35,7 +35,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from headgate.config import MIN_HISTORY_RETENTION_MS, history_retention_ms_from_env
+from headgate.config import (
+    MIN_AUDIT_RETENTION_MS,
+    MIN_HISTORY_RETENTION_MS,
+    audit_retention_ms_from_env,
+    history_retention_ms_from_env,
+)
 from headgate.scheduling import fire_due_schedules
 from headgate.store.port import Store
 from headgate.streak import FailureStreak
@@ -135,6 +140,7 @@ class DutyRunner:
         forget_workers_after_ms: int = DEFAULT_FORGET_WORKERS_MS,
         misfire_grace_ms: int = DEFAULT_MISFIRE_GRACE_MS,
         history_retention_ms: int | None = None,
+        audit_retention_ms: int | None = None,
     ) -> None:
         merged = dict(DEFAULT_INTERVALS)
         for name, seconds in (intervals or {}).items():
@@ -154,6 +160,11 @@ class DutyRunner:
         if history_retention_ms < MIN_HISTORY_RETENTION_MS:
             raise ValueError(f"history_retention_ms must be >= {MIN_HISTORY_RETENTION_MS}")
         self.history_retention_ms = history_retention_ms
+        if audit_retention_ms is None:  # HG_AUDIT_RETENTION_MS or its default
+            audit_retention_ms = audit_retention_ms_from_env()
+        if audit_retention_ms < MIN_AUDIT_RETENTION_MS:
+            raise ValueError(f"audit_retention_ms must be >= {MIN_AUDIT_RETENTION_MS}")
+        self.audit_retention_ms = audit_retention_ms
         self.store = store
         self.holder = holder or default_holder()
         self.client = client
@@ -207,12 +218,13 @@ class DutyRunner:
 
     def _retention(self) -> int:
         """Expired jobs, unique keys whose window passed, lifecycle keys whose job is
-        gone (a sweep continuing where it stopped), then buckets past the history
-        horizon: each in bounded batches."""
+        gone (a sweep continuing where it stopped), buckets past the history horizon,
+        then audit entries past the audit horizon: each in bounded batches."""
         store = self.store
         return (self._drain(store.evict_retained) + self._drain(store.prune_uniques)
                 + self._drain(store.prune_orphan_uniques)
-                + self._drain(lambda n: store.prune_history(self.history_retention_ms, n)))
+                + self._drain(lambda n: store.prune_history(self.history_retention_ms, n))
+                + self._drain(lambda n: store.prune_audit(self.audit_retention_ms, n)))
 
     def _drain(self, fn: Callable[[int], int]) -> int:
         """Call a batch method until it returns a short batch or the per-tick bound."""

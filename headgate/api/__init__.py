@@ -20,10 +20,9 @@ from headgate.web import auth_throttle
 from headgate.web.globals import get_store
 from headgate.web.segments import Segment, keep_encoded_slashes
 
-from . import events as _events
-
 # Route modules register on the blueprint when imported.
 from . import (  # noqa: F401
+    audit,
     jobs,
     openapi,
     operations,
@@ -33,6 +32,7 @@ from . import (  # noqa: F401
     system,
     workers,
 )
+from . import events as _events
 from .auth import TokenSet
 from .blueprint import api_path_checks, bp
 from .context import API_KEY, ApiHooks, ApiState, api_state

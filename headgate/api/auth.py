@@ -25,6 +25,15 @@ from .errors import ApiError
 # Query parameters that look like credentials; refused when tokens are configured.
 QUERY_TOKEN_NAMES = ("access_token", "token", "api_token", "api_key", "bearer")
 ANONYMOUS = "anonymous"
+# Who the audit log names when no tokens are configured: the loopback-only server's
+# own machine, or (HG_API_ALLOW_REMOTE=1) whoever an upstream layer let through.
+LOCAL_NAME = "local"
+
+
+def token_name(token: bytes) -> str:
+    """A token's name when the tokens file gives none: a short, stable fingerprint of
+    its hash, which names it in the audit log without revealing it."""
+    return "token:" + hashlib.sha256(token).hexdigest()[:6]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,19 +44,27 @@ class Caller:
     identity: str
     read_only: bool = False
     authenticated: bool = False
+    # Whom the audit log names: the tokens file's `name=`, else token_name().
+    name: str = LOCAL_NAME
 
 
 @dataclass(frozen=True)
 class TokenSet:
     full: tuple[bytes, ...] = ()
     read_only: tuple[bytes, ...] = ()
+    names: tuple[tuple[bytes, str], ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TokenSet:
         return cls(
             tuple(t.encode() for t in settings.api_tokens),
             tuple(t.encode() for t in getattr(settings, "api_read_tokens", ())),
+            tuple((t.encode(), n) for t, n in getattr(settings, "api_token_names", ())),
         )
+
+    def name_of(self, token: bytes) -> str:
+        """The configured token's name (looked up after the constant-time match)."""
+        return next((n for t, n in self.names if t == token), None) or token_name(token)
 
     @property
     def enabled(self) -> bool:
@@ -62,7 +79,7 @@ class TokenSet:
                 if hmac.compare_digest(candidate, token) and found is None:
                     digest = hashlib.sha256(token).hexdigest()[:16]
                     found = Caller(f"token:{digest}", read_only=read_only,
-                                   authenticated=True)
+                                   authenticated=True, name=self.name_of(token))
         return found
 
 

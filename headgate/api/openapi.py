@@ -309,6 +309,24 @@ SCHEMAS: dict[str, Any] = {
     "OperationAccepted": obj({"operation_id": STR}, ["operation_id"]),
     "RescheduleRequest": obj({"scheduled_at_ms": I64}, ["scheduled_at_ms"]),
     "PayloadRequest": obj({"payload": B64, "schema_version": nullable(VERSION)}, ["payload"]),
+    "AuditEntry": obj({
+        "id": INT, "at_ms": I64,
+        "actor": {**STR, "description": "The token's name (the tokens file's `name=`, "
+                  "else `token:` and 6 hex digits of its SHA-256); `local` without "
+                  "tokens (`anonymous` with HG_API_ALLOW_REMOTE=1)."},
+        "action": {**STR, "description": "e.g. job.retry, jobs.cancel (a selection), "
+                   "bulk.cancel, rate_class.create|edit|pause|resume|delete, "
+                   "queue.pause|resume, concurrency_limit.edit, quarantine.release."},
+        "target": {**STR, "description": "job:<id>, jobs, rate_class:<name>, "
+                   "queue:<name>, concurrency_limit:<name>, schedule:<id>, "
+                   "fingerprint:<fp>, worker:<id>, queues."},
+        "status": INT, "outcome": one_of("ok", "partial", "failed"),
+        "detail": {"type": "object", "description": "What was changed: a bulk "
+                   "operation's selector, operation_id and total_estimated; a setting's "
+                   "new values and `before`; a selection's ids and counts."},
+    }, ["id", "at_ms", "actor", "action", "target", "status", "outcome", "detail"]),
+    "AuditPage": obj({"entries": arr(ref("AuditEntry")), "next_cursor": nullable(INT)},
+                     ["entries", "next_cursor"]),
 }
 
 
@@ -641,6 +659,20 @@ def _paths() -> dict[str, dict[str, Any]]:
         ok={"204": _resp("Released", headers={"x-released-jobs": {
             "description": "How many quarantined jobs were made available.",
             "schema": {"type": "string", "pattern": "^[0-9]+$"}}})}))
+
+    # -- audit
+    add("/audit", "get", _operation(
+        "get", "listAudit", "Operator actions, newest first", "audit",
+        params=[_query_param("limit", U32, "1..200, default 50"),
+                _query_param("cursor", U64, "next_cursor of the previous page"),
+                _query_param("action", STR, "Only this action (e.g. `job.retry`)."),
+                _query_param("target", STR, "Only this target (e.g. `job:<id>`)."),
+                _query_param("since_ms", I64, "Only entries at or after this time.")],
+        ok={"200": _resp("Entries", ref("AuditPage"))},
+        description="Every accepted (2xx) POST/PUT/DELETE except an enqueue and a dry "
+                    "run, recorded right after its change; refused requests and "
+                    "Idempotency-Key replays record nothing. Kept for "
+                    "HG_AUDIT_RETENTION_MS (90 days by default)."))
     return p
 
 
