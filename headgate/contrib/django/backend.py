@@ -16,8 +16,13 @@
   ``transaction.on_commit``: a rollback enqueues nothing, and the returned result's id
   is valid (``get_result`` says it does not exist until the commit). Outside a
   transaction it is sent at once.
-- **Attempts**: ``OPTIONS["MAX_ATTEMPTS"]`` (default 1: a task that raises is FAILED, as
-  Django's own backends do); more retries with headgate's backoff, READY in between.
+- **Attempts**: ``OPTIONS["MAX_ATTEMPTS"]``, default 1 where ``headgate.App``'s tasks
+  have 25. Django's tasks framework has no retries: a task that raises is FAILED, and
+  Django's own backends run it once, so Django code does not expect a task that sent
+  an email or charged a card to run again because it raised. Retrying is opted into
+  here (e.g. 5), with the store's default backoff and READY in between; a job whose
+  worker died is retried either way, as that uses no attempt. docs/tasks.md compares
+  the two sets of defaults.
 - **Results**: ``get_result(id)`` reads the job (from the store or over the API):
   pending, scheduled, available, retryable → READY; running → RUNNING; completed →
   SUCCESSFUL (``return_value`` is the JSON result); archived, cancelled, quarantined,
@@ -47,6 +52,8 @@ from . import compat
 # The task layer's header: PostgreSQL announces these jobs' finish to result waiters.
 RESULT_HEADER = "headgate-result"
 MAX_TRACEBACK = 8_000
+# One run, as Django's own backends give (see the module docstring).
+DEFAULT_MAX_ATTEMPTS = 1
 
 READY_STATES = frozenset({State.PENDING, State.SCHEDULED, State.AVAILABLE, State.RETRYABLE})
 FAILED_STATES = frozenset({State.ARCHIVED, State.CANCELLED, State.QUARANTINED,
@@ -102,7 +109,7 @@ class HeadgateBackend(compat.BaseTaskBackend):  # type: ignore[misc]
         self.token: str | None = options.get("TOKEN")
         self.enqueue_on_commit = bool(options.get("ENQUEUE_ON_COMMIT", True))
         self.database: str = options.get("DATABASE", "default")
-        self.max_attempts = int(options.get("MAX_ATTEMPTS", 1))
+        self.max_attempts = int(options.get("MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS))
         self.modules: Sequence[str] = tuple(options.get("MODULES", ()))
         self.app = headgate.App(self.url, token=self.token)
 
@@ -176,4 +183,4 @@ class HeadgateBackend(compat.BaseTaskBackend):  # type: ignore[misc]
             worker_ids=[job.worker_id or ""] * runs)
 
 
-__all__ = ["HeadgateBackend", "error_text", "status_of", "task_error"]
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "HeadgateBackend", "error_text", "status_of", "task_error"]
