@@ -1,4 +1,4 @@
-"""Worker benchmarks (SPEC §13): drain throughput and pickup latency of ONE worker
+"""Worker benchmarks: drain throughput and pickup latency of ONE worker
 process started with `headgate worker`, measured from outside like an operator would.
 
     .venv/bin/python bench/worker.py [--store sqlite|pg] [--runs 3] [--n 20000]

@@ -1,4 +1,4 @@
-"""SPEC §10 conventions over real HTTP: Idempotency-Key (required, replayed, scoped,
+"""The API's conventions (docs/api.md) over real HTTP: Idempotency-Key (required, replayed, scoped,
 durable), read-only mode on every mutating route, bearer tokens, JSON 404/405,
 liveness/readiness that never count."""
 
@@ -42,7 +42,7 @@ def api_rules(app: Any) -> list[tuple[str, str]]:
 
 def test_every_mutating_route_requires_idempotency_key(api: Api) -> None:
     mutating = [(m, p) for m, p in api_rules(api.app) if m in MUTATING]
-    # every POST/PUT/DELETE route of the seed, prune, and DELETE of a rate class or limit
+    # every POST/PUT/DELETE route of docs/api.md's table
     assert len(mutating) == 26
     for method, path in mutating:
         r = requests.request(method, api.base + path, json={}, timeout=10)

@@ -1,6 +1,6 @@
-"""Names and ids may hold `/` (SPEC §3.1 limits only their length): every route that
-addresses one by path reaches it when the slash is sent as `%2F`, as with the seed's
-router (one segment, decoded after routing). A path with more segments than a route
+"""Names and ids may hold `/` (only their length is limited): every route that
+addresses one by path reaches it when the slash is sent as `%2F` (one segment, decoded
+after routing). A path with more segments than a route
 still matches no route."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Contract and operations residue (issue 24), over real HTTP on both backends: zero
-values read as the seed reads them, bad path bytes and odd paths answered in JSON,
+values read as "not set", bad path bytes and odd paths answered in JSON,
 junk cursors refused."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """GET /api/v1/queues' time to drain is the console's (headgate.core.drain over the
-queue's per-minute history), with the seed's 0 and null cases, over real HTTP on both
+queue's per-minute history), with its 0 and null cases, over real HTTP on both
 backends; and the console's queue row says the same number for the same queue."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def test_an_empty_queue_is_zero_and_work_not_due_has_no_forecast(api: Api) -> No
         record_history(api, name, 5, arrived=1, completed=10)
 
     qs = {n: api_queue(api, n) for n in ("done", "held", "later")}
-    # Nothing unfinished, or only pending work: 0, as the seed's store says; "empty".
+    # Nothing unfinished, or only pending work: 0 (nothing to drain); "empty".
     for name in ("done", "held"):
         assert (qs[name]["time_to_drain_ms"], qs[name]["drain_trend"]) == (0, "empty")
     # Only scheduled work: not empty, and nothing due to drain, so no number.

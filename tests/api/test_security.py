@@ -1,6 +1,6 @@
 """Security review, as tests (issue 9; findings and the threat model in docs/SECURITY.md).
 
-Each section proves one claim of SPEC §10/§11/§13 from the outside, on a real store (and
+Each section proves one claim of docs/SECURITY.md from the outside, on a real store (and
 on both backends where the database is what is being tested):
 
 - read-only mode blocks every mutating API route and every console action;

@@ -1,7 +1,7 @@
-"""Where headgate answered differently from the seed's router and handlers, over real
-HTTP: static job paths shadowed by `/jobs/{id}`, an empty `on_missed`, path parameters
-that lost an encoded slash, `q` priorities Python's int() takes and i32 parsing does
-not, and a Content-Type on answers with no body."""
+"""Routing and parsing edges that once answered wrongly, over real HTTP: static job
+paths shadowed by `/jobs/{id}`, an empty `on_missed`, path parameters that lost an
+encoded slash, `q` priorities Python's int() takes that are not plain 32-bit
+decimals, and a Content-Type on answers with no body."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 pytest_plugins = ["api_helpers"]  # the real-HTTP server fixtures
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
-# The seed's methods on each static path (Werkzeug adds HEAD to GET; OPTIONS is a 405).
+# The methods of each static path (Werkzeug adds HEAD to GET; OPTIONS is a 405).
 STATIC_ALLOW = {
     "counts": {"GET", "HEAD"},
     "actions": {"POST"},
@@ -43,8 +43,8 @@ def test_the_static_job_paths_are_all_known(api: Api) -> None:
 
 @pytest.mark.parametrize("name", sorted(STATIC_ALLOW))
 def test_a_wrong_method_on_a_static_job_path_is_405(api: Api, name: str) -> None:
-    """Even when a job has that id: it is not reachable at `/jobs/{name}` (as in the
-    seed), and a DELETE there must not delete it."""
+    """Even when a job has that id: it is not reachable at `/jobs/{name}`, and a
+    DELETE there must not delete it."""
     assert api.enqueue(id=name) == name
     for method in METHODS:
         if method in STATIC_ALLOW[name]:
@@ -124,13 +124,13 @@ def test_an_operation_id_with_an_encoded_slash(api: Api) -> None:
     assert api.get(f"/operations/{op['id']}").json()["id"] == op["id"]
 
 
-# -- q priority: what parse::<i32>() takes ---------------------------------------------
+# -- q priority: a plain 32-bit decimal -------------------------------------------------
 
 @pytest.mark.parametrize("value", [
     "1_0", "\u0661", "\uff11", "+-1", "--1", "+", "-", "0x1", "1.0", "1e3",
     "2147483648", "-2147483649", "9" * 5000,
 ])
-def test_a_priority_the_seed_refuses(api: Api, value: str) -> None:
+def test_a_priority_that_is_not_a_plain_32_bit_decimal_is_refused(api: Api, value: str) -> None:
     r = api.get("/jobs", params={"q": f"kind:k priority:{value}"})
     assert (r.status_code, r.json()) == (400, {"error": f"priority `{value}` is not a number"})
 
@@ -139,7 +139,7 @@ def test_a_priority_the_seed_refuses(api: Api, value: str) -> None:
     ("+5", 5), ("007", 7), ("-0", 0), ("2147483647", 2147483647),
     ("-2147483648", -2147483648), ("0" * 5000 + "7", 7),
 ])
-def test_a_priority_the_seed_takes(api: Api, value: str, expected: int) -> None:
+def test_a_plain_32_bit_decimal_priority_is_taken(api: Api, value: str, expected: int) -> None:
     for priority in (expected, 1):
         api.enqueue(priority=priority, id=f"p{priority}")
     r = api.get("/jobs", params={"q": f"priority:{value}"})

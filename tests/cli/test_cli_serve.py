@@ -155,7 +155,7 @@ def test_serve_logs_headgate_lines_with_time_and_level_and_no_apscheduler_flood(
 def test_serve_with_workers_runs_jobs_in_process_and_drains_on_sigterm(
     tmp_path: Path,
 ) -> None:
-    """SPEC §12: `--workers N` runs a worker pool in the server process. Jobs posted to
+    """`--workers N` runs a worker pool in the server process. Jobs posted to
     the API get done; SIGTERM releases what still runs, uncharged, and exits 0."""
     import json
 
@@ -238,7 +238,7 @@ def test_serve_refuses_a_worker_pool_it_cannot_build(
 
 
 def test_headgate_bench_runs_a_benchmark_of_the_checkout(tmp_path: Path) -> None:
-    """SPEC §2 lists `headgate bench`: it runs bench/NAME.py, whose last line is JSON."""
+    """In a checkout, `headgate bench` runs bench/NAME.py, whose last line is JSON."""
     import json
 
     result = subprocess.run(

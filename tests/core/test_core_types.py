@@ -1,5 +1,6 @@
-"""Core layer (pure): envelope validation at the boundary (SPEC §3.1), the fingerprint
-of §3.2 computed independently, and the states and outcomes of §4."""
+"""Core layer (pure): envelope validation at the boundary, the fingerprint computed
+independently, and the states and outcomes (docs/ARCHITECTURE.md, Jobs and Job
+lifecycle)."""
 
 from __future__ import annotations
 
@@ -233,7 +234,7 @@ def test_fingerprint_supplied_must_match() -> None:
     assert "fingerprint" in rejected(payload=b"p", fingerprint="0" * 32)
 
 
-# -- fingerprint (§3.2) ---------------------------------------------------------------
+# -- fingerprint ----------------------------------------------------------------------
 
 def independent_fingerprint(kind: str, payload: bytes) -> str:
     k = kind.encode("utf-8")

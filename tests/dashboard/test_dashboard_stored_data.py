@@ -1,7 +1,7 @@
 """Whatever a producer stored — payloads, results, output, schedules — the console shows
 without failing and without altering it: a page never 500s on stored bytes, an edit
 form saved unchanged writes back exactly what was stored, and payloads stay out of
-pages until someone asks for one (SPEC §11, §13)."""
+pages until someone asks for one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The layer rules of SPEC §2, read from the source: every module under headgate/ is
+"""The layer rules of docs/ARCHITECTURE.md, read from the source: every module under headgate/ is
 parsed (imports inside functions included) and its headgate imports checked.
 
 Layers, lowest first: core → store (the port) → adapters → services → web → cli. A

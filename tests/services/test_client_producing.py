@@ -1,4 +1,4 @@
-"""The Client's producing policy (SPEC §7.3) over a real store: authorizer, middleware,
+"""The Client's producing policy over a real store: authorizer, middleware,
 insert hooks, plugins and the circuit breaker. The store's own checks are
 tests/store/test_port_enqueue.py."""
 
@@ -37,7 +37,7 @@ def get(store: Store, job_id: str, payload: bool = False) -> Job:
     return job
 
 
-# -- Client policy (§7.3) ---------------------------------------------------------------
+# -- Client policy ---------------------------------------------------------------------
 
 def test_authorizer_forbids_per_kind_and_identity(store: Store) -> None:
     seen: list[tuple[object, str]] = []

@@ -1,4 +1,5 @@
-"""Settings parsing: the env contract of SPEC §12 and the remote-bind rule of §10."""
+"""Settings parsing: the environment variables, and the rule that a non-loopback bind
+needs tokens or an explicit opt-out (docs/api.md, Access)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Periodic schedules (SPEC §9): firing and run-now through
+"""Periodic schedules: firing and run-now through
 headgate.scheduling, events. Storage and the firing steps at the store port are
 tests/store/test_port_periodic.py.
 

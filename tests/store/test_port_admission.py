@@ -1,5 +1,6 @@
-"""The admission gate (SPEC §5) on real stores: every property the spec lists, plus the
-eligibility rules and each policy."""
+"""The admission gate (docs/ARCHITECTURE.md, Admission) on real stores: the fleet-wide
+properties (a shared rate budget, fair partitions, quarantine, no double claim, the
+store's clock), plus the eligibility rules and each policy."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def wait_store_ms(store: Store, ms: int) -> None:
         time.sleep(0.01)
 
 
-# -- the properties of §5 -----------------------------------------------------------------
+# -- the fleet-wide properties --------------------------------------------------------------
 
 def test_rate_class_5_per_second_burst_5(store: Store, open_more: Callable[[], Store]) -> None:
     store.upsert_rate_class("smtp", limit=5, window_ms=1000, burst=5)

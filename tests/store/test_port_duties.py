@@ -1,4 +1,4 @@
-"""Duty leases at the port (SPEC §6): one holder per duty on the store's clock, renewal
+"""Duty leases at the port: one holder per duty on the store's clock, renewal
 that never takes a lapsed lease back, stepping down, and the race between stores for a
 free lease. The runner built on them is tests/services/test_duties.py."""
 

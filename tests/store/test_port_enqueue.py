@@ -1,4 +1,4 @@
-"""Producing jobs at the port (SPEC §7): identity, all-or-nothing batches, field limits,
+"""Producing jobs at the port: identity, all-or-nothing batches, field limits,
 quarantine and backpressure. Uniqueness is test_port_uniqueness.py; the Client's own
 policy (authorizer, middleware, hooks, plugins, circuit breaker) is
 tests/services/test_client_producing.py."""
@@ -27,7 +27,7 @@ Q = "default"
 
 
 
-# -- identity (§7.1) ------------------------------------------------------------------
+# -- identity ------------------------------------------------------------------------
 
 def test_same_id_same_content_is_an_idempotent_replay(store: Store, client: Client) -> None:
     fields = {"id": "order-42", "queue": "mail", "partition_key": "acme", "tags": ["b", "a"],

@@ -1,4 +1,4 @@
-"""explain_admission (SPEC §5): each `blocked_by` value, with the blocking policy's
+"""explain_admission: each `blocked_by` value, with the blocking policy's
 numbers in `detail`, and agreement with what admit then does."""
 
 from __future__ import annotations

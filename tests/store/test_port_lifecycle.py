@@ -1,4 +1,4 @@
-"""The lifecycle of SPEC §4 through a real store: every transition-table row, the
+"""The lifecycle (docs/ARCHITECTURE.md) through a real store: every transition-table row, the
 invariants checked after every step, fenced writes, crash accounting to quarantine,
 operator actions and sweeps. Duty leases are test_port_duties.py."""
 
@@ -29,7 +29,7 @@ Q = "default"
 
 
 class Checker:
-    """Drives admits and checks the §4 invariants against the whole store."""
+    """Drives admits and checks the lifecycle invariants against the whole store."""
 
     def __init__(self, store: Store, all_jobs: Callable[..., list[Job]]) -> None:
         self.store = store

@@ -1,4 +1,4 @@
-"""Periodic schedules at the port (SPEC §9): storage (upsert, validation, re-anchoring)
+"""Periodic schedules at the port: storage (upsert, validation, re-anchoring)
 and the one-transaction steps the scheduler service (headgate/scheduling.py) fires
 with: due_schedules, enqueue_tick with its compare-and-set step, record_schedule_events,
 park_schedule and the run-now keys. Firing policy itself is

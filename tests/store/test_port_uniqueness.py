@@ -1,4 +1,4 @@
-"""Unique keys at the port (SPEC §7.2): lifecycle keys held until the holder is terminal,
+"""Unique keys at the port: lifecycle keys held until the holder is terminal,
 window keys released by the store clock, kind namespaces, replace bits and debounce,
 and the pruning of expired window keys."""
 
@@ -26,7 +26,7 @@ Q = "default"
 
 
 
-# -- uniqueness (§7.2) ----------------------------------------------------------------
+# -- uniqueness -----------------------------------------------------------------------
 
 def test_lifecycle_uniqueness_until_the_holder_is_terminal(store: Store,
                                                            client: Client) -> None:
