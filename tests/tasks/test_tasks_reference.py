@@ -198,3 +198,25 @@ def test_every_testing_session_method_is_described() -> None:
     advance = inspect.signature(TestSession.advance).parameters
     for name in (p for p in advance if p != "self"):
         assert f"{name}=0" in text, f"advance({name}=) is not described"
+
+
+def test_the_testing_sections_examples_pass() -> None:
+    """Its python blocks run as written, on an app with the intro's send_email task, and
+    the test functions they define pass (the flaky one through t.advance)."""
+    blocks = re.findall(r"```python\n(.*?)```", section("Testing with `app.testing()`"), re.S)
+    assert len(blocks) >= 2
+    app = headgate.App()
+
+    @app.task(name="docs.send_email")
+    def send_email(to: str, subject: str) -> dict[str, str]:
+        return {"to": to, "status": "sent"}
+
+    namespace: dict[str, Any] = {"__name__": "docs_tasks_example", "headgate": headgate,
+                                 "app": app, "send_email": send_email}
+    for block in blocks:
+        exec(compile(block, str(DOC), "exec"), namespace)  # noqa: S102 - the doc's code
+    tests = [v for k, v in namespace.items() if k.startswith("test_") and callable(v)]
+    assert len(tests) >= 2
+    for test in tests:
+        test()
+    assert namespace["calls"] == [1, 1]
