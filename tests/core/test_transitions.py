@@ -1,5 +1,6 @@
-"""The transition table of SPEC §4: the data file, parsed here with `json` alone, must be
-exactly the spec's table (every row, nothing more), and `transition()` must agree with it
+"""The transition table: the data file, parsed here with `json` alone, must be exactly
+the lifecycle written out below and in docs/ARCHITECTURE.md (every row, nothing more),
+and `transition()` must agree with it
 row for row."""
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from headgate.core import transitions as tr
 from headgate.core.transitions import GUARDS, GuardContext, transition
 
 TABLE = Path(__file__).resolve().parents[2] / "headgate" / "core" / "transitions.json"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "ARCHITECTURE.md"
 
-# SPEC §4, written out literally: (from, on, to, condition). The pending/scheduled/
-# available/running → cancelled line of the spec is one row per source state. The
-# spec's blank `retryable --backoff_due-->` condition is "its backoff is due", the same
+# The lifecycle, written out literally: (from, on, to, condition). Cancelling from
+# pending/scheduled/available/running is one row per source state. A retryable job's
+# `backoff_due` condition is "its backoff is due", the same
 # store-time test as schedule_due.
-SPEC_TABLE: list[tuple[str, str, str, str]] = [
+LIFECYCLE_TABLE: list[tuple[str, str, str, str]] = [
     ("pending", "operator_promote", "available", ""),
     ("scheduled", "schedule_due", "available", "store time ≥ scheduled_at"),
     ("available", "admitted", "running", "lease written in the same transaction"),
@@ -40,7 +42,7 @@ SPEC_TABLE: list[tuple[str, str, str, str]] = [
     ("retryable", "backoff_due", "available", "backoff due (store time ≥ scheduled_at)"),
     ("archived", "operator_retry", "available", ""),
     ("cancelled", "operator_retry", "available", ""),
-    # Beyond the spec's table: "never retried" is the runtime's word (no automatic
+    # "never retried" is the runtime's word (no automatic
     # retry); once the missing handler or decoder is deployed an operator may run an
     # undecodable job again, as a dead letter.
     ("undecodable", "operator_retry", "available", ""),
@@ -51,7 +53,7 @@ SPEC_TABLE: list[tuple[str, str, str, str]] = [
     ("running", "operator_cancel", "cancelled", "running: the worker is told and stops"),
 ]
 
-# Which named guard expresses each spec condition.
+# Which named guard expresses each condition.
 CONDITION_GUARD = {
     "": "always",
     "store time ≥ scheduled_at": "due",
@@ -114,7 +116,7 @@ def all_events() -> set[str]:
     return {r["on"] for r in rows()}
 
 
-# -- the data file is the spec ----------------------------------------------------------
+# -- the data file is the lifecycle -----------------------------------------------------
 
 def test_every_row_has_exactly_the_expected_fields() -> None:
     for row in rows():
@@ -122,22 +124,42 @@ def test_every_row_has_exactly_the_expected_fields() -> None:
         assert isinstance(row["effects"], list)
 
 
-def test_table_equals_the_spec_row_for_row() -> None:
-    expected = Counter((f, on, to, CONDITION_GUARD[c]) for f, on, to, c in SPEC_TABLE)
+def test_table_equals_the_lifecycle_row_for_row() -> None:
+    expected = Counter((f, on, to, CONDITION_GUARD[c]) for f, on, to, c in LIFECYCLE_TABLE)
     actual = Counter(keyed(r) for r in rows())
-    assert actual - expected == Counter(), "rows in the data file that the spec lacks"
-    assert expected - actual == Counter(), "spec rows missing from the data file"
-    assert len(rows()) == len(SPEC_TABLE) == 23
+    assert actual - expected == Counter(), "rows in the data file that the lifecycle lacks"
+    assert expected - actual == Counter(), "lifecycle rows missing from the data file"
+    assert len(rows()) == len(LIFECYCLE_TABLE) == 23
+
+
+def documented_rows() -> list[tuple[str, str, str]]:
+    """(from, on, to) of each row of the table under "## Job lifecycle" in
+    docs/ARCHITECTURE.md, in the page's order."""
+    section = DOCS.read_text(encoding="utf-8").split("\n## Job lifecycle\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    found = []
+    for line in section.splitlines():
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] == "from" or set(cells[0]) <= {"-"}:
+            continue  # header and rule
+        found.append((cells[0], cells[1], cells[2]))
+    return found
+
+
+def test_the_documented_lifecycle_is_the_data_file_in_order() -> None:
+    assert documented_rows() == [(r["from"], r["on"], r["to"]) for r in rows()]
 
 
 def test_rows_are_unique() -> None:
     assert len({keyed(r) for r in rows()}) == len(rows())
 
 
-def test_states_in_the_table_are_the_spec_states() -> None:
-    spec_states = {s.value for s in State}
+def test_states_in_the_table_are_the_known_states() -> None:
+    known_states = {s.value for s in State}
     used = {r["from"] for r in rows()} | {r["to"] for r in rows()}
-    assert used <= spec_states
+    assert used <= known_states
     assert "deleted" not in {r["from"] for r in rows()}
 
 
