@@ -311,7 +311,7 @@ def entry_json(e: dict[str, Any]) -> dict[str, Any]:
 def audit() -> flask.Response:
     """Newest first; `next_cursor` (the page's last id) is null on the last page."""
     p = query(dflt("limit", "u32", 50), opt("cursor", "u64"), opt("action", "str"),
-              opt("target", "str"), opt("since_ms", "i64"))
+              opt("target", "str"), opt("target_prefix", "str"), opt("since_ms", "i64"))
     if not 1 <= p["limit"] <= MAX_LIMIT:
         raise ApiError(400, "invalid query parameter `limit`")
     if p["cursor"] is not None and p["cursor"] > 2**63 - 1:
@@ -319,6 +319,7 @@ def audit() -> flask.Response:
     since = p["since_ms"]
     entries = store().list_audit(
         action=p["action"] or None, target=p["target"] or None,
+        target_prefix=p["target_prefix"] or None,
         since_ms=None if since is None else max(since, 0), cursor=p["cursor"],
         limit=p["limit"])
     next_cursor = entries[-1]["id"] if len(entries) == p["limit"] else None

@@ -667,6 +667,8 @@ def _paths() -> dict[str, dict[str, Any]]:
                 _query_param("cursor", U64, "next_cursor of the previous page"),
                 _query_param("action", STR, "Only this action (e.g. `job.retry`)."),
                 _query_param("target", STR, "Only this target (e.g. `job:<id>`)."),
+                _query_param("target_prefix", STR, "Only targets starting with this "
+                             "text (e.g. `rate_class:`)."),
                 _query_param("since_ms", I64, "Only entries at or after this time.")],
         ok={"200": _resp("Entries", ref("AuditPage"))},
         description="Every accepted (2xx) POST/PUT/DELETE except an enqueue and a dry "

@@ -444,9 +444,10 @@ class Store(ABC):
     @abstractmethod
     def list_audit(self, *, action: str | None = None, target: str | None = None,
                    since_ms: int | None = None, cursor: int | None = None,
-                   limit: int = 50) -> list[dict[str, Any]]:
-        """Entries newest first, narrowed to one action, one target and/or those at or
-        after `since_ms`; `cursor` is the id of the previous page's last entry."""
+                   limit: int = 50, target_prefix: str | None = None) -> list[dict[str, Any]]:
+        """Entries newest first, narrowed to one action, one target (or targets starting
+        with `target_prefix`, e.g. `rate_class:`) and/or those at or after `since_ms`;
+        `cursor` is the id of the previous page's last entry."""
 
     @abstractmethod
     def prune_audit(self, older_than_ms: int, limit: int = 1000) -> int:

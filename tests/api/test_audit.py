@@ -162,6 +162,8 @@ def test_pages_with_a_cursor_and_filters(make_api) -> None:
     assert [e["target"] for e in page3["entries"]] == ["queue:a"]
     assert page3["next_cursor"] is None
     assert len(_entries(api, target="queue:a")) == 3
+    assert len(_entries(api, target_prefix="queue:")) == 5
+    assert _entries(api, target_prefix="rate_class:") == []
     assert len(_entries(api, action="queue.pause")) == 5
     assert _entries(api, action="queue.resume") == []
     newest = _entries(api)[0]

@@ -46,6 +46,13 @@ def test_pages_newest_first_with_a_cursor_and_filters(store: Store) -> None:
     assert [e["id"] for e in store.list_audit(target="rate_class:smtp")] == [ids[3], ids[1]]
     assert [e["id"] for e in store.list_audit(action="job.retry", target="job:j2")] == [ids[2]]
     assert store.list_audit(action="nothing") == []
+    assert [e["id"] for e in store.list_audit(target_prefix="rate_class:")] == [ids[3], ids[1]]
+    assert [e["id"] for e in store.list_audit(target_prefix="job:", limit=2)] == [ids[4], ids[2]]
+    assert store.list_audit(target_prefix="rate_class:x") == []
+    # A prefix is text, never a pattern.
+    store.record_audit("bob", "queue.pause", "queue:a%b")
+    assert store.list_audit(target_prefix="queue:a%") != []
+    assert store.list_audit(target_prefix="queue:_") == []
 
 
 def test_since_keeps_entries_at_or_after_the_time(store: Store) -> None:

@@ -49,13 +49,18 @@ def record(conn: Connection, now: int, actor: str, action: str, target: str,
 
 
 def page(conn: Connection, action: str | None, target: str | None, since_ms: int | None,
-         cursor: int | None, limit: int) -> list[dict[str, Any]]:
+         cursor: int | None, limit: int, target_prefix: str | None = None
+         ) -> list[dict[str, Any]]:
     where: list[str] = []
     params: list[Any] = []
     for column, value in (("action", action), ("target", target)):
         if value is not None:
             where.append(f"{column} = ?")
             params.append(value)
+    if target_prefix:
+        test = conn.dialect.prefix_test("target")
+        where.append(test)
+        params.extend([target_prefix] * test.count("?"))
     if since_ms is not None:
         where.append("at_ms >= ?")
         params.append(since_ms)
@@ -105,9 +110,10 @@ class AuditMethods:
 
     def list_audit(self, *, action: str | None = None, target: str | None = None,
                    since_ms: int | None = None, cursor: int | None = None,
-                   limit: int = 50) -> list[dict[str, Any]]:
+                   limit: int = 50, target_prefix: str | None = None) -> list[dict[str, Any]]:
         check_int("limit", limit, 1, MAX_PAGE)
-        for name, value in (("action", action), ("target", target)):
+        for name, value in (("action", action), ("target", target),
+                            ("target_prefix", target_prefix)):
             if value is not None:
                 check_text(name, value, high=1024)
         if cursor is not None:
@@ -115,7 +121,7 @@ class AuditMethods:
         if since_ms is not None:
             check_int("since_ms", since_ms, 0)
         with self.db.read() as conn:
-            return page(conn, action, target, since_ms, cursor, limit)
+            return page(conn, action, target, since_ms, cursor, limit, target_prefix)
 
     def prune_audit(self, older_than_ms: int, limit: int = 1000) -> int:
         check_int("older_than_ms", older_than_ms, 0)
