@@ -1,4 +1,4 @@
-"""OpenTelemetry traces for headgate (``pip install 'headgate[otel]'``: the API only;
+"""OpenTelemetry traces for headgate (``pip install 'headgate-queue[otel]'``: the API only;
 the application configures an SDK and exporter as it does for everything else).
 
 ::
@@ -178,7 +178,7 @@ def instrument(target: App | Worker | Client | HttpClient, *,
     api = _api()
     if api is None:
         log.info("opentelemetry-api is not installed: headgate tracing is off "
-                 "(pip install 'headgate[otel]')")
+                 "(pip install 'headgate-queue[otel]')")
         return False
     tracing = Tracing(*api, tracer_provider=tracer_provider)
     if isinstance(target, App):
