@@ -574,9 +574,11 @@ def blocker(exp: Explanation | None, served: bool) -> dict[str, Any] | None:
                 "text": f"rate class {name} is out of tokens "
                         f"({per_window(d.get('limit'), d.get('window_ms'))})"}
     if b == "concurrency_limit":
-        return {"kind": "concurrency_limit", "name": d.get("limit"),
-                "text": f"concurrency limit {d.get('limit')} reached: {d.get('running')} of "
-                        f"{d.get('max_concurrent')} running"}
+        part = d.get("partition_key") or ""
+        where = f"partition {part}" if part else "the default partition"
+        return {"kind": "concurrency_limit", "name": d.get("limit"), "partition": part,
+                "text": f"concurrency limit {d.get('limit')} reached in {where}: "
+                        f"{d.get('running')} of {d.get('max_concurrent')} running"}
     if b == "quarantine":
         return {"kind": "quarantine", "name": d.get("fingerprint"),
                 "text": "its jobs' fingerprint is quarantined"}

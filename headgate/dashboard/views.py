@@ -16,7 +16,7 @@ import flask
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse  # what flask.redirect returns
 
-from headgate.core import HeadgateError, Job, JobFilter, JobPage, drain, names
+from headgate.core import HeadgateError, Job, JobFilter, JobPage, State, drain, names
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.web import auth_throttle
 from headgate.web.errors import error_response
@@ -305,6 +305,9 @@ def sheet_data(s: Any, job_id: str) -> dict[str, Any] | None:
         "progress": s.get_progress(job_id),
         "explanation": exp,
         "sentences": present.explain_sentences(exp, job, now),
+        # The fix beside the words (Resume a paused rate class or queue, …), as the
+        # overview's row offers it; whether a worker serves the queue is its concern.
+        "blocker": present.blocker(exp, True) if job.state is State.AVAILABLE else None,
         "timeline": present.timeline(job, now),
         "last_error": present.last_error(job),
         "attempts": present.attempts(job),

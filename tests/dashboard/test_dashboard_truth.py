@@ -90,3 +90,43 @@ def test_the_last_attempt_is_archived_not_a_retry(store: Any, client: Any) -> No
     assert attempt_items(text_of(client.get(f"/jobs?job={once}"))) == [
         "attempt 1 of 2 | skipped → archived",
         "attempt 1 of 2 | failed → retried"]
+
+
+# -- the blocker: its partition, its words, its fix ------------------------------------------
+
+def test_the_sheet_offers_the_fix_the_overview_offers(store: Any, client: Any) -> None:
+    store.upsert_rate_class("smtp", 5, 60_000, 5, paused=True)
+    job_id = headgate.Client(store).enqueue("send", b"{}", queue="mail", rate_class="smtp")
+    sheet = text_of(client.get(f"/jobs?job={job_id}"))
+    assert "Why is it not running?" in sheet and "Admission" not in sheet
+    fix = sheet.split('class="fix" data-blocker="rate_class_paused"', 1)[1].split("</p>", 1)[0]
+    assert 'hx-put="/api/v1/rate-classes/smtp"' in fix and ">Resume smtp</button>" in fix
+    assert '"paused": false' in fix and '"limit": 5' in fix
+    store.upsert_rate_class("smtp", 5, 60_000, 5, paused=False)
+    store.set_queue_paused("mail", True)
+    sheet = text_of(client.get(f"/jobs?job={job_id}"))
+    assert 'data-blocker="queue_paused"' in sheet
+    assert 'hx-post="/api/v1/queues/mail/resume"' in sheet
+
+
+def test_a_pending_job_is_asked_the_same_question(store: Any, client: Any) -> None:
+    job_id = headgate.Client(store).enqueue("held", b"{}", queue="p", pending=True)
+    sheet = text_of(client.get(f"/jobs?job={job_id}"))
+    assert "Why is it not running?" in sheet and "<h3>Admission</h3>" not in sheet
+    assert "waits for an operator to promote it" in sheet
+
+
+def test_the_concurrency_blocker_names_the_partition_at_its_limit(store: Any,
+                                                                  client: Any) -> None:
+    store.upsert_concurrency_limit("per-tenant", queue="reports", max_concurrent=1)
+    c = headgate.Client(store)
+    c.enqueue("render", b"1", queue="reports", partition_key="acme")
+    waiting = c.enqueue("render", b"2", queue="reports", partition_key="acme")
+    assert len(store.admit("w", ["reports"], capacity=5)) == 1
+    overview = text_of(client.get("/"))
+    assert "concurrency limit per-tenant reached in partition acme: 1 of 1 running" in overview
+    sheet = text_of(client.get(f"/jobs?job={waiting}"))
+    assert "1 of 1 running in partition acme of queue reports" in sheet
+    assert 'href="/partitions?queue=reports"' in sheet
+    exp = store.explain_admission(waiting)
+    assert present.blocker(exp, True)["partition"] == "acme"  # type: ignore[index]
