@@ -94,7 +94,7 @@ def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instal
     _check(subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(src)],
         capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S), "pip wheel")
-    (wheel,) = dist.glob("headgate-*.whl")
+    (wheel,) = dist.glob("*.whl")
 
     venv = base / "venv"
     _check(subprocess.run([_base_python(), "-m", "venv", str(venv)], capture_output=True,
@@ -228,7 +228,7 @@ def test_postgres_url_without_the_extra_is_one_error_line_naming_it(
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("headgate: error: store unavailable: PostgreSQL support")
-    assert "headgate[postgres]" in lines[0]
+    assert "pip install 'headgate-queue[postgres]'" in lines[0]
     assert "Traceback" not in proc.stderr
 
     # The library: one typed error (a StoreUnavailable) that names the extra.
@@ -272,6 +272,38 @@ def test_import_headgate_from_the_wheel_loads_no_server_or_scheduler(
     loaded = set(json.loads(proc.stdout))
     assert "headgate" in loaded
     assert loaded.isdisjoint({"flask", "gunicorn", "apscheduler", "psycopg"}), loaded
+
+
+def test_the_distribution_is_headgate_queue_the_import_and_command_headgate(
+        installed_wheel: InstalledWheel) -> None:
+    # "headgate" on the package index is an unrelated project: installing by that name
+    # would bring a stranger's code.
+    assert installed_wheel.wheel.name.startswith(f"headgate_queue-{headgate.__version__}-")
+    with zipfile.ZipFile(installed_wheel.wheel) as wheel:
+        (meta_name,) = (n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+        meta = email.message_from_bytes(wheel.read(meta_name))
+    assert meta["Name"] == "headgate-queue"
+    extras = set(meta.get_all("Provides-Extra") or [])
+    assert {"postgres", "django", "otel", "fastapi"} <= extras, extras
+    proc = installed_wheel.python(
+        "import importlib.metadata as m, headgate\n"
+        "print(m.version('headgate-queue') == headgate.__version__)\n"
+        "print(m.packages_distributions()['headgate'])\n")
+    _check(proc, "importlib.metadata")
+    assert proc.stdout.split("\n")[:2] == ["True", "['headgate-queue']"], proc.stdout
+
+
+def test_an_installed_wheel_offers_no_bench_command(installed_wheel: InstalledWheel) -> None:
+    # The benchmarks are scripts of the checkout's bench/, which a wheel does not ship.
+    proc = installed_wheel.run(installed_wheel.bin("headgate"), "--help")
+    _check(proc, "headgate --help")
+    commands = {line.split()[0] for line in
+                proc.stdout.split("Commands:", 1)[1].splitlines() if line.strip()}
+    assert {"serve", "worker", "migrate", "demo"} <= commands, proc.stdout
+    assert "bench" not in commands, proc.stdout
+    proc = installed_wheel.run(installed_wheel.bin("headgate"), "bench", "engine")
+    assert proc.returncode == 2, proc.stderr
+    assert "No such command 'bench'" in proc.stderr, proc.stderr
 
 
 def test_wheel_carries_schema_types_and_license_and_one_version(

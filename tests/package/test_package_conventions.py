@@ -56,7 +56,7 @@ def test_python_m_headgate_is_the_cli_and_reports_the_one_version() -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"headgate, version {headgate.__version__}"
     # The installed metadata is built from the same attribute (pyproject: dynamic version).
-    assert version("headgate") == headgate.__version__
+    assert version("headgate-queue") == headgate.__version__
 
     proc = _run("-m", "headgate", "migrate", "--store", "sqlite://nope")
     assert proc.returncode == 2
