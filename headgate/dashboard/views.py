@@ -22,7 +22,7 @@ from headgate.web import auth_throttle
 from headgate.web.errors import error_response
 from headgate.web.globals import get_store
 
-from . import auth, charts, present
+from . import audit_view, auth, charts, present
 from .query import JobQuery
 
 bp = flask.Blueprint("dashboard", __name__)
@@ -48,6 +48,7 @@ NAV: tuple[tuple[str, str, str], ...] = (
     ("periodic", "dashboard.periodic", "Periodic"),
     ("workers", "dashboard.workers", "Workers"),
     ("cluster", "dashboard.cluster", "Cluster"),
+    ("audit", "dashboard.audit", "Audit log"),
 )
 _DEFAULT_QUERY = JobQuery()
 READ_ONLY_REASON = (
@@ -315,6 +316,8 @@ def sheet_data(s: Any, job_id: str) -> dict[str, Any] | None:
         "output": present.render_bytes(output.bytes) if output else None,
         "output_at": output.updated_at_ms if output else None,
         "result": present.render_bytes(result.bytes) if result else None,
+        # Operator actions on this job (one index read of the audit log).
+        "audit": audit_view.rows(s.list_audit(target=f"job:{job_id}", limit=5)),
     }
 
 
@@ -360,6 +363,31 @@ def job(job_id: str) -> BaseResponse:
     return flask.redirect(flask.url_for("dashboard.jobs", job=job_id))
 
 
+@bp.get("/audit")
+def audit() -> tuple[str, int]:
+    """The audit log, newest first, a page at a time (the API's cursor: the last id)."""
+    args = flask.request.args
+    action = args.get("action", "").strip()
+    target = args.get("target", "").strip()
+    cursor_text = args.get("cursor", "").strip()
+    entries: list[dict[str, Any]] = []
+    error = ""
+    cursor = int(cursor_text) if cursor_text.isascii() and cursor_text.isdigit() else None
+    if cursor_text and cursor is None:
+        error = "That page link is not valid; showing the newest entries."
+    try:
+        entries = store().list_audit(action=action or None, target=target or None,
+                                     cursor=cursor, limit=audit_view.PAGE_SIZE)
+    except HeadgateError as exc:
+        error = str(exc)
+    more = entries[-1]["id"] if len(entries) == audit_view.PAGE_SIZE else None
+    page = render("audit.html", page="audit", title="Audit log",
+                  entries=audit_view.rows(entries), action=action, target=target,
+                  actions=audit_view.ACTIONS, more=more, first_page=cursor is None,
+                  error=error)
+    return page, 400 if error else 200
+
+
 @bp.get("/ops/<op_id>")
 def operation(op_id: str) -> str:
     op = store().get_operation(op_id)
@@ -372,10 +400,12 @@ def operation(op_id: str) -> str:
 
 @bp.get("/rate-classes")
 def rate_classes() -> str:
-    classes = store().rate_classes()
+    s = store()
+    classes = s.rate_classes()
     edit = next((c for c in classes if c["name"] == flask.request.args.get("edit")), None)
+    changes = audit_view.rows(s.list_audit(target_prefix="rate_class:", limit=10))
     return render("rate_classes.html", page="rate_classes", title="Rate classes",
-                  classes=classes, edit=edit)
+                  classes=classes, edit=edit, changes=changes)
 
 
 @bp.get("/concurrency")
