@@ -156,14 +156,14 @@ class TestSession:
                 if due is None:
                     return
                 self._shift(max(0, due - store.now_ms()))
-                # Every queue's, paused ones too: admission promotes only what it admits.
-                while store.promote_due() >= 1000:
-                    pass
         finally:
             worker.stop(timeout=timeout)
 
     def _next_due_ms(self, store: Store) -> int | None:
-        """When the earliest job waiting for a later time comes due, if any does."""
+        """When the earliest job waiting for a later time comes due, if any does. Due
+        ones are promoted first, in every queue (admission promotes only the queues it
+        admits, so a paused queue's would look like waiting ones, and the clock would
+        stand still)."""
         while store.promote_due() >= 1000:
             pass
         waiting = [j.scheduled_at_ms for s in (State.SCHEDULED, State.RETRYABLE)
