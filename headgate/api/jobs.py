@@ -122,6 +122,11 @@ def job_json(job: Job, now_ms: int) -> dict[str, Any]:
     return body
 
 
+# Epoch ms, as every time in this API: after is inclusive, before exclusive.
+TIME_RANGE_PARAMS = ("enqueued_after_ms", "enqueued_before_ms", "finished_after_ms",
+                     "finished_before_ms")
+
+
 def _split_tags(raw: str | None) -> list[str]:
     return [t for t in (raw or "").split(",") if t]
 
@@ -132,9 +137,11 @@ def list_jobs() -> flask.Response:
         opt("q", "str"), opt("queue", "str"), opt("state", "str"), opt("kind", "str"),
         opt("partition_key", "str"), opt("cursor", "str"), opt("limit", "u32"),
         opt("tags_all", "str"), opt("tags_any", "str"), dflt("include_payload", "bool", False),
+        *(opt(name, "i64") for name in TIME_RANGE_PARAMS),
     )
     f = JobFilter(queue=p["queue"], state=p["state"], kind=p["kind"],
-                  partition_key=p["partition_key"])
+                  partition_key=p["partition_key"],
+                  **{name: p[name] for name in TIME_RANGE_PARAMS})
     f.tags_all.extend(_split_tags(p["tags_all"]))
     f.tags_any.extend(_split_tags(p["tags_any"]))
     if p["q"] is not None:
@@ -156,6 +163,8 @@ def list_jobs() -> flask.Response:
         "jobs": [job_json(j, now) for j in page.jobs],
         "next_cursor": page.next_cursor,
         "count_is_approximate": False,
+        # Additive: a payload search stopped at its scan bound (next_cursor goes on).
+        "scan_limited": page.scan_limited,
     })
 
 

@@ -115,8 +115,34 @@ SCHEMAS: dict[str, Any] = {
         "sticky_worker", "weight", "fingerprint", "enqueued_at_ms", "scheduled_at_ms",
         "periodic_origin", "finalized_at_ms", "errors", "tags"]),
     "JobList": obj({"jobs": arr(ref("Job")), "next_cursor": nullable(STR),
-                    "count_is_approximate": BOOL},
+                    "count_is_approximate": BOOL,
+                    "scan_limited": {**BOOL, "description": (
+                        "A payload search stopped at its scan bound (10,000 jobs or "
+                        "32 MiB of payload a page) before filling the page; "
+                        "next_cursor continues the scan.")}},
                    ["jobs", "next_cursor", "count_is_approximate"]),
+    "LatencySummary": obj({
+        "count": INT, "mean_ms": nullable(INT), "p50_ms": nullable(INT),
+        "p95_ms": nullable(INT), "p99_ms": nullable(INT),
+    }, ["count", "mean_ms", "p50_ms", "p95_ms", "p99_ms"], desc=(
+        "From the store's latency histograms (5 ms .. 1 h buckets, as /metrics): "
+        "percentiles are interpolated inside their bucket; null without observations.")),
+    "QueueLatency": obj({
+        "queue": STR, "window_ms": INT, "since_ms": INT,
+        "wait": ref("LatencySummary"), "run": ref("LatencySummary"),
+        "kinds": arr(obj({"kind": STR, "wait": ref("LatencySummary"),
+                          "run": ref("LatencySummary")}, ["kind", "wait", "run"])),
+    }, ["queue", "window_ms", "since_ms", "wait", "run", "kinds"]),
+    "KindLatency": obj({
+        "kind": STR, "window_ms": INT, "since_ms": INT,
+        "wait": ref("LatencySummary"), "run": ref("LatencySummary"),
+        "queues": arr(obj({"queue": STR, "wait": ref("LatencySummary"),
+                           "run": ref("LatencySummary")}, ["queue", "wait", "run"])),
+    }, ["kind", "window_ms", "since_ms", "wait", "run", "queues"]),
+    "RunningJob": obj({
+        "id": STR, "kind": STR, "queue": STR, "since_ms": nullable(INT),
+        "lease_expires_at_ms": nullable(INT), "orphaned": BOOL,
+    }, ["id", "kind", "queue", "since_ms", "lease_expires_at_ms", "orphaned"]),
     "EnqueueRequest": obj({
         "kind": {**STR, "minLength": 1, "maxLength": 128, "description": "1..128 characters."},
         "schema_version": nullable(VERSION), "payload": B64, "queue": nullable(QUEUE_IN),
@@ -223,6 +249,8 @@ SCHEMAS: dict[str, Any] = {
         "started_at_ms": INT, "heartbeat_at_ms": INT, "inflight": INT, "polls": INT,
         "empty_polls": INT, "utilization": NUM, "empty_poll_ratio": NUM,
         "status": nullable(STR), "pending_signal": nullable(STR),
+        "running": {**arr(ref("RunningJob")), "description": (
+            "The jobs it holds leases on now, longest-running first.")},
     }, ["worker_id", "host", "pid", "queues", "concurrency", "started_at_ms",
         "heartbeat_at_ms", "inflight", "polls", "empty_polls", "utilization",
         "empty_poll_ratio"]),
@@ -489,6 +517,15 @@ def _paths() -> dict[str, dict[str, Any]]:
         "queues", params=[QUEUE, _query_param("since_ms", I64, "default 0"),
                           _query_param("bucket_ms", I64, "default 60000; >= 60000")],
         ok={"200": _resp("Buckets", arr(ref("HistoryBucket")))}))
+    window = _query_param("window_ms", I64, "default 3600000 (an hour); 60000..86400000")
+    add("/queues/{queue}/latency", "get", _operation(
+        "get", "queueLatency", "Wait and run time percentiles, in all and per kind",
+        "queues", params=[QUEUE, window],
+        ok={"200": _resp("Percentiles", ref("QueueLatency"))}))
+    add("/kinds/{kind}/latency", "get", _operation(
+        "get", "kindLatency", "A kind's wait and run time percentiles, in all and per "
+        "queue", "jobs", params=[_path_param("kind", "job kind"), window],
+        ok={"200": _resp("Percentiles", ref("KindLatency"))}))
 
     # -- jobs
     add("/jobs", "get", _operation(
@@ -497,7 +534,10 @@ def _paths() -> dict[str, dict[str, Any]]:
             _query_param("q", STR, "Search: space-separated `field:value` terms (id, "
                          "queue, state, kind, partition, rate_class, fingerprint, tag, "
                          "tag_any, priority, error: the start of the last error's first "
-                         "line, as written), ANDed; a bare term is a kind prefix."),
+                         "line, as written; payload: text in the decoded payload, any "
+                         "case; payload.a.b: the JSON value at a.b), ANDed; a bare term "
+                         "is a kind prefix. Payload terms examine at most 10,000 jobs "
+                         "(32 MiB) a page: see scan_limited."),
             _query_param("queue", STR, Q), _query_param("state", STR, "job state"),
             _query_param("kind", STR, "kind"), _query_param("partition_key", STR, "partition"),
             _query_param("cursor", STR, "next_cursor of the previous page"),
@@ -505,6 +545,13 @@ def _paths() -> dict[str, dict[str, Any]]:
             _query_param("tags_all", STR, "comma-separated: jobs with all of these tags"),
             _query_param("tags_any", STR, "comma-separated: jobs with any of these tags"),
             INCLUDE_PAYLOAD,
+            *(_query_param(name, I64, desc) for name, desc in (
+                ("enqueued_after_ms", "enqueued at or after (epoch ms)"),
+                ("enqueued_before_ms", "enqueued before (epoch ms)"),
+                ("finished_after_ms", "finished at or after (epoch ms); unfinished jobs "
+                 "do not match"),
+                ("finished_before_ms", "finished before (epoch ms); unfinished jobs do "
+                 "not match"))),
         ],
         ok={"200": _resp("A page of jobs", ref("JobList"))}))
     add("/jobs", "post", _operation(

@@ -1,5 +1,6 @@
 """Queues: the list with its counters and rates, weight, delete, pause/resume, history,
-enqueue limit, and the memory sampling action."""
+enqueue limit, the memory sampling action, and wait/run time percentiles by queue and
+by kind."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import flask
 
 from headgate.core import drain
+from headgate.core.latency import summaries, window_start
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
 from .blueprint import bp, empty_ok, json_response, no_content
@@ -165,3 +167,33 @@ def put_enqueue_limit(queue: str) -> flask.Response:
 def delete_enqueue_limit(queue: str) -> flask.Response:
     store().set_enqueue_limit(queue, None)
     return no_content()
+
+
+# Percentile windows: the last hour by default, at most a day (the console's longest
+# chart; retention keeps at least that much).
+LATENCY_WINDOW_MS = 3_600_000
+LATENCY_WINDOW_MAX_MS = 86_400_000
+
+
+def _latency(by: str, queue: str | None = None, kind: str | None = None) -> dict[str, Any]:
+    """Wait and run time percentiles over the window from the store's latency
+    histograms (those /metrics exports), in all and per `by`."""
+    p = query(opt("window_ms", "i64"))
+    window = LATENCY_WINDOW_MS if p["window_ms"] is None else p["window_ms"]
+    if not HISTORY_BUCKET_MS <= window <= LATENCY_WINDOW_MAX_MS:
+        raise ApiError(400, f"window_ms must be between {HISTORY_BUCKET_MS} and "
+                            f"{LATENCY_WINDOW_MAX_MS}")
+    s = store()
+    since = window_start(s.now_ms(), window, HISTORY_BUCKET_MS)
+    totals, parts = summaries(s.latency_totals(since, queue=queue, kind=kind), by)
+    return {"window_ms": window, "since_ms": since, **totals, f"{by}s": parts}
+
+
+@bp.get("/queues/<segment:queue>/latency")
+def queue_latency(queue: str) -> flask.Response:
+    return json_response({"queue": queue, **_latency("kind", queue=queue)})
+
+
+@bp.get("/kinds/<segment:kind>/latency")
+def kind_latency(kind: str) -> flask.Response:
+    return json_response({"kind": kind, **_latency("queue", kind=kind)})

@@ -22,6 +22,17 @@ def _ratio(part: int, whole: int) -> float:
     return 0.0 if whole == 0 else part / whole
 
 
+# Running jobs read per request: more than any fleet's slots in practice.
+RUNNING_LIMIT = 1000
+
+
+def running_json(r: dict[str, Any], now_ms: int) -> dict[str, Any]:
+    lease = r["lease_expires_at_ms"]
+    return {"id": r["id"], "kind": r["kind"], "queue": r["queue"],
+            "since_ms": r["attempted_at_ms"], "lease_expires_at_ms": lease,
+            "orphaned": lease is not None and lease < now_ms}
+
+
 def worker_json(w: dict[str, Any]) -> dict[str, Any]:
     return {
         "worker_id": w["worker_id"],
@@ -39,13 +50,24 @@ def worker_json(w: dict[str, Any]) -> dict[str, Any]:
         # Additive: what the worker reports it is doing, and a signal not yet delivered.
         "status": w.get("status"),
         "pending_signal": w.get("pending_signal"),
+        # Additive: the jobs it holds leases on now, longest-running first.
+        "running": w.get("running", []),
     }
 
 
 @bp.get("/workers")
 def workers() -> flask.Response:
-    """Live workers only: stale ones (15 min without a heartbeat) age out of the view."""
-    return json_response([worker_json(w) for w in store().list_workers(WORKER_STALE_MS)])
+    """Live workers only: stale ones (15 min without a heartbeat) age out of the view.
+    Each lists what it runs now (Sidekiq's Busy page), from the running jobs' leases."""
+    s = store()
+    live = s.list_workers(WORKER_STALE_MS)
+    now = s.now_ms()
+    held: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(s.running_jobs(RUNNING_LIMIT), key=lambda r: (r["attempted_at_ms"] or 0,
+                                                                   r["id"])):
+        held.setdefault(r["worker_id"] or "", []).append(running_json(r, now))
+    return json_response([worker_json({**w, "running": held.get(w["worker_id"], [])})
+                          for w in live])
 
 
 @bp.get("/cluster")

@@ -71,3 +71,10 @@ def summaries(rows: list[LatencyRow], by: str) -> tuple[dict[str, Any], list[dic
     listed = [{by: name, **{m: summary(hist[m]) for m in METRICS}}
               for name, hist in sorted(parts.items())]
     return totals, listed
+
+
+def window_start(now_ms: int, window_ms: int, bucket_ms: int) -> int:
+    """The first minute bucket a window of `window_ms` back from `now_ms` reads (the
+    bucket holding its start, so the window is never short of a partial minute)."""
+    start = now_ms - window_ms
+    return start - start % bucket_ms
