@@ -154,3 +154,22 @@ def test_advance_takes_finite_amounts_forward_only(bad: dict[str, object]) -> No
         with pytest.raises(InvalidInput, match="advance"):
             t.advance(**bad)  # type: ignore[arg-type]
         assert t.now_ms() - before < 60_000  # nothing moved
+
+
+def test_fast_forward_stops_at_jobs_a_paused_queue_holds() -> None:
+    """A delayed job of a paused queue comes due and then waits for the queue, not for
+    a time: fast_forward moves the clock once and returns instead of spinning."""
+    app = headgate.App()
+
+    @app.task(queue="held")
+    def later() -> str:
+        return "ran"
+
+    with app.testing() as t:
+        t.store.set_queue_paused("held", True)
+        ref = later.options(delay_ms=HOUR_MS).enqueue()
+        t.run_all(timeout=10, fast_forward=True)
+        assert ref.state() is State.AVAILABLE
+        t.store.set_queue_paused("held", False)
+        t.run_all()
+        assert ref.result(timeout=5) == "ran"
