@@ -100,6 +100,27 @@ def forecast(backlog: int, rates: Rates, *, paused: bool = False) -> Forecast:
     return Forecast("growing", None, a, d)
 
 
+def recently_drained(buckets: Mapping[int, Sequence[int]], now_ms: int) -> bool:
+    """Whether a job finished (completed or failed) in the current history bucket or the
+    one before: false means nothing finished for at least one bucket's width."""
+    current = now_ms - now_ms % BUCKET_MS
+    for at in (current, current - BUCKET_MS):
+        counts = buckets.get(at)
+        if counts and (counts[1] + counts[2]) > 0:
+            return True
+    return False
+
+
+def stall_suspected(by_state: Mapping[str, int], buckets: Mapping[int, Sequence[int]],
+                    now_ms: int) -> bool:
+    """Jobs wait and none runs, or nothing finished lately: look for what blocks them
+    now, whatever the smoothed trend says. The trend lags by design (a queue paused by
+    its rate class still read "keeping up" for a minute), the counters do not."""
+    if not int(by_state.get("available", 0) or 0):
+        return False
+    return not int(by_state.get("running", 0) or 0) or not recently_drained(buckets, now_ms)
+
+
 def queue_forecast(queue: Mapping[str, Any], buckets: Mapping[int, Sequence[int]],
                    now_ms: int) -> Forecast:
     """forecast() for one queue_stats row and that queue's history counters. The

@@ -126,6 +126,12 @@ def time_to_drain(queue: dict[str, Any]) -> tuple[str, str, str]:
         f = drain.forecast(backlog, drain.Rates(queue.get("arrival_rate") or 0.0,
                                                 queue.get("drain_rate") or 0.0),
                            paused=bool(queue.get("paused")))
+    if queue.get("stall") and queue.get("blocker"):
+        by_state = queue.get("by_state") or {}
+        waiting = int(by_state.get("available", 0) or 0)
+        why = ("nothing finished for a minute" if by_state.get("running")
+               else f"{number(waiting)} waiting, none running")
+        return f"stalled: {queue['blocker']['short']}", "bad", why
     if f.trend == "empty":
         by_state = queue.get("by_state") or {}
         if by_state.get("scheduled"):
@@ -550,38 +556,64 @@ def attempts(job: Job) -> list[dict[str, Any]]:
 
 
 def blocker(exp: Explanation | None, served: bool) -> dict[str, Any] | None:
-    """The policy keeping a queue's waiting jobs from running, as `{kind, text, name,
-    resume}` for the queue row and page: `resume` is the PUT body that lifts a paused
-    rate class (the row offers it as a button); the other kinds link to their page."""
+    """The policy keeping a queue's waiting jobs from running, as `{kind, text, short,
+    name, hard, resume}` for the queue row, its page and the job sheet: `resume` is the
+    PUT body that lifts a paused rate class (offered as a button); the other kinds link
+    to their page. `hard` blockers admit nothing until an operator acts (a pause, a
+    quarantine, a weight above the burst, no worker); the others (tokens, a full
+    ceiling) lift by themselves as time passes or jobs finish."""
     if exp is None:
         return None
     d = exp.detail or {}
     b = exp.blocked_by
     if b == "queue_paused":
-        return {"kind": "queue_paused", "text": "the queue is paused", "name": d.get("queue")}
+        return {"kind": "queue_paused", "text": "the queue is paused", "name": d.get("queue"),
+                "short": "queue paused", "hard": True}
     if b == "rate_class":
         name = d.get("rate_class")
         if d.get("paused"):
             return {"kind": "rate_class_paused", "text": f"rate class {name} is paused",
+                    "short": f"rate class {name} paused", "hard": True,
                     "name": name, "resume": {"limit": d.get("limit"),
                                              "window_ms": d.get("window_ms"),
                                              "burst": d.get("burst"), "paused": False}}
         if d.get("weight_exceeds_burst"):
-            return {"kind": "rate_class", "name": name,
+            return {"kind": "rate_class", "name": name, "hard": True,
+                    "short": f"job weight above rate class {name}'s burst",
                     "text": f"a job's weight {d.get('weight')} exceeds rate class {name}'s "
                             f"burst {d.get('burst')}"}
-        return {"kind": "rate_class", "name": name,
+        return {"kind": "rate_class", "name": name, "hard": False,
+                "short": f"rate class {name} out of tokens",
                 "text": f"rate class {name} is out of tokens "
                         f"({per_window(d.get('limit'), d.get('window_ms'))})"}
     if b == "concurrency_limit":
         part = d.get("partition_key") or ""
         where = f"partition {part}" if part else "the default partition"
         return {"kind": "concurrency_limit", "name": d.get("limit"), "partition": part,
+                "hard": False, "short": f"concurrency limit {d.get('limit')} full in {where}",
                 "text": f"concurrency limit {d.get('limit')} reached in {where}: "
                         f"{d.get('running')} of {d.get('max_concurrent')} running"}
     if b == "quarantine":
-        return {"kind": "quarantine", "name": d.get("fingerprint"),
+        return {"kind": "quarantine", "name": d.get("fingerprint"), "hard": True,
+                "short": "fingerprint quarantined",
                 "text": "its jobs' fingerprint is quarantined"}
     if not served:
-        return {"kind": "no_worker", "name": "", "text": "no live worker consumes this queue"}
+        return {"kind": "no_worker", "name": "", "hard": True,
+                "short": "no live worker for the queue",
+                "text": "no live worker consumes this queue"}
     return None
+
+
+def stall(q: dict[str, Any], recent: bool) -> bool:
+    """Whether the row's headline says "stalled: …" for its blocker: jobs wait, none
+    runs and the blocker admits nothing until an operator acts; or nothing finished
+    for a history bucket (`recent` false) while any blocker holds the waiting jobs."""
+    b = q.get("blocker")
+    if not b:
+        return False
+    by_state = q.get("by_state") or {}
+    if not by_state.get("available"):
+        return False
+    if not recent:
+        return True
+    return bool(b.get("hard")) and not by_state.get("running")

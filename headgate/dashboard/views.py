@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse  # what flask.redirect returns
 
 from headgate.core import HeadgateError, Job, JobFilter, JobPage, State, drain, names
+from headgate.core.latency import summaries, window_start
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.web import auth_throttle
 from headgate.web.errors import error_response
@@ -38,6 +39,10 @@ HISTORY_RANGES: dict[str, tuple[int, int]] = {  # label -> (span, bucket)
     "24h": (24 * 3_600_000, 900_000),
 }
 THROUGHPUT_SPAN_MS = 15 * 60_000
+# The queue page's and a kind's percentiles: the last hour, as GET .../latency.
+LATENCY_WINDOW_MS = 3_600_000
+# Running jobs read for the workers page (more than any fleet's slots in practice).
+RUNNING_LIMIT = 1000
 NAV: tuple[tuple[str, str, str], ...] = (
     ("overview", "dashboard.overview", "Queues"),
     ("jobs", "dashboard.jobs", "Jobs"),
@@ -220,21 +225,29 @@ def queue_rows_data(s: Any, served: set[str] | None = None) -> list[dict[str, An
     """queue_stats with what the console adds to each row: the smoothed time-to-drain
     forecast (headgate.core.drain), the depth bar's shared scale, and for a queue that
     is not draining the policy that blocks it. Two reads for all queues (the stats, and
-    every queue's recent per-minute counters), plus, per queue that is not draining,
-    one available job (an index probe) and its admission explanation."""
+    every queue's recent per-minute counters), plus, per queue with waiting jobs that is
+    not draining, runs none of them or finished nothing lately, one available job (an
+    index probe) and its admission explanation."""
     stats = s.queue_stats()
     now = s.now_ms()
     counters = s.history_counters(now - drain.WINDOW_MS - drain.BUCKET_MS)
     scale = max((q["unfinished_jobs"] for q in stats), default=0)
     for q in stats:
-        q["forecast"] = drain.queue_forecast(q, counters.get(q["queue"], {}), now)
+        buckets = counters.get(q["queue"], {})
+        q["forecast"] = drain.queue_forecast(q, buckets, now)
         q["depth_scale"] = scale
         q["blocker"] = None
-        if q["forecast"].trend in ("paused", "stalled", "growing") and q["by_state"].get(
-                "available"):
+        q["stall"] = False
+        # Not only when the smoothed trend turns: jobs waiting with none running, or
+        # nothing finished lately, are looked at now (the trend lags a pause by a minute).
+        suspect = drain.stall_suspected(q["by_state"], buckets, now)
+        if (suspect or q["forecast"].trend in ("paused", "stalled", "growing")) and \
+                q["by_state"].get("available"):
             if served is None:
                 served = {n for w in s.list_workers(WORKER_STALE_MS) for n in w.get("queues", [])}
             q["blocker"] = blocking_policy(s, q, q["queue"] in served)
+            q["stall"] = suspect and q["forecast"].trend != "paused" and present.stall(
+                q, drain.recently_drained(buckets, now))
     return stats
 
 
@@ -285,6 +298,7 @@ def queue(name: str) -> str:
     chart = charts.history_chart(hist, since, now, bucket)
     limits = [c for c in s.concurrency_limits() if c["queue"] == name]
     return render("queue.html", page="queue", title=f"Queue {name}", q=stats, chart=chart,
+                  latency=latency_data(s, queue=name),
                   range_key=span_key if span_key in HISTORY_RANGES else "15m",
                   ranges=HISTORY_RANGES, limits=limits)
 
@@ -332,6 +346,8 @@ def jobs() -> tuple[str, int]:
             page = s.list_jobs(query.filter, cursor=query.cursor or None, limit=PAGE_SIZE)
         except HeadgateError as exc:  # unknown state, invalid cursor: say it in words
             error = str(exc)
+    # A list of one kind heads with that kind's percentiles (the console's kind page).
+    kind_latency = latency_data(s, kind=query.filter.kind) if query.filter.kind else None
     counts = s.counts(query.queue or query.filter.queue or None)
     queue_names = [q["queue"] for q in s.queue_stats()]
     sheet = sheet_data(s, query.job) if query.job else None
@@ -344,7 +360,8 @@ def jobs() -> tuple[str, int]:
                   jobs_url=query.links(flask.url_for("dashboard.jobs")),
                   next_cursor=page.next_cursor, error=error, counts=counts,
                   queue_names=queue_names, sheet=sheet, selector=selector,
-                  bulk_why=bulk_why), status
+                  bulk_why=bulk_why, kind_latency=kind_latency,
+                  scan_limited=page.scan_limited), status
 
 
 @bp.get("/jobs/<path:job_id>/payload")
@@ -492,8 +509,31 @@ def schedule(schedule_id: str) -> str:
 
 @bp.get("/workers")
 def workers() -> str:
+    s = store()
     return render("workers.html", page="workers", title="Workers",
-                  workers=store().list_workers(WORKER_STALE_MS))
+                  workers=s.list_workers(WORKER_STALE_MS), running=running_now(s))
+
+
+def running_now(s: Any) -> list[dict[str, Any]]:
+    """What each worker runs now (Sidekiq's Busy page): the running jobs' leases,
+    longest-running first, each marked orphaned when its lease has expired."""
+    now = s.now_ms()
+    rows = s.running_jobs(RUNNING_LIMIT)
+    for r in rows:
+        lease = r["lease_expires_at_ms"]
+        r["orphaned"] = lease is not None and lease < now
+    return sorted(rows, key=lambda r: (r["attempted_at_ms"] or 0, r["id"]))
+
+
+def latency_data(s: Any, queue: str | None = None, kind: str | None = None) -> dict[str, Any]:
+    """Wait and run time percentiles over the last hour from the store's latency
+    histograms (what /metrics exports): in all, and per kind for a queue or per queue
+    for a kind. One grouped read of the window's minute buckets."""
+    since = window_start(s.now_ms(), LATENCY_WINDOW_MS, HISTORY_BUCKET_MS)
+    by = "kind" if queue is not None else "queue"
+    totals, parts = summaries(s.latency_totals(since, queue=queue, kind=kind), by)
+    return {"totals": totals, "parts": parts, "by": by, "queue": queue, "kind": kind,
+            "window_ms": LATENCY_WINDOW_MS}
 
 
 def cluster_summary(live: list[dict[str, Any]], every: list[dict[str, Any]],

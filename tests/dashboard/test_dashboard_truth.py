@@ -123,10 +123,87 @@ def test_the_concurrency_blocker_names_the_partition_at_its_limit(store: Any,
     c.enqueue("render", b"1", queue="reports", partition_key="acme")
     waiting = c.enqueue("render", b"2", queue="reports", partition_key="acme")
     assert len(store.admit("w", ["reports"], capacity=5)) == 1
-    overview = text_of(client.get("/"))
-    assert "concurrency limit per-tenant reached in partition acme: 1 of 1 running" in overview
+    store.heartbeat({"worker_id": "w", "queues": ["reports"], "concurrency": 5})
+    overview = row_of(text_of(client.get("/")), "reports")
+    # Nothing finished yet while one runs and one waits: the stall names the partition.
+    assert "stalled: concurrency limit per-tenant full in partition acme" in overview
+    assert "reached in partition acme: 1 of 1 running" in overview
     sheet = text_of(client.get(f"/jobs?job={waiting}"))
     assert "1 of 1 running in partition acme of queue reports" in sheet
     assert 'href="/partitions?queue=reports"' in sheet
     exp = store.explain_admission(waiting)
     assert present.blocker(exp, True)["partition"] == "acme"  # type: ignore[index]
+
+
+# -- the headline sees a stall at once ------------------------------------------------------
+
+def row_of(body: str, queue: str) -> str:
+    """The overview row of `queue` (its id is present.dom_id's)."""
+    start = body.index(f'id="{present.dom_id("queue", queue)}"')
+    return body[start:body.index("</tr>", start)]
+
+
+def keep_up(store: Any, n: int, **fields: Any) -> None:
+    """`n` jobs of queue emails arrive and finish: the smoothed trend reads steady."""
+    c = headgate.Client(store)
+    for i in range(n):
+        c.enqueue("send", b"%d" % i, queue="emails", **fields)
+        for claim in store.admit("w", ["emails"], capacity=1):
+            store.ack(claim, Outcome.SUCCESS)
+
+
+def test_a_paused_rate_class_is_a_stall_in_the_headline_at_once(store: Any,
+                                                                 client: Any) -> None:
+    store.upsert_rate_class("smtp", 1000, 1000, 1000)
+    store.heartbeat({"worker_id": "w", "queues": ["emails"], "concurrency": 5})
+    keep_up(store, 30, rate_class="smtp")
+    c = headgate.Client(store)
+    c.enqueue("send", b"x", queue="emails", rate_class="smtp")
+    row = row_of(text_of(client.get("/")), "emails")
+    assert "keeping up" in row and "stalled" not in row  # the trend before the pause
+    store.upsert_rate_class("smtp", 1000, 1000, 1000, paused=True)
+    for i in range(3):
+        c.enqueue("send", b"w%d" % i, queue="emails", rate_class="smtp")
+    row = row_of(text_of(client.get("/")), "emails")
+    assert "stalled: rate class smtp paused" in row and "keeping up" not in row
+    assert "4 waiting, none running" in row and "tone-bad" in row
+    assert 'hx-put="/api/v1/rate-classes/smtp"' in row and "Resume smtp" in row
+    page = text_of(client.get("/queues/emails"))
+    assert "stalled: rate class smtp paused" in page
+    # Lifted: admitted again, and the headline no longer says stalled.
+    store.upsert_rate_class("smtp", 1000, 1000, 1000, paused=False)
+    assert "stalled" not in row_of(text_of(client.get("/")), "emails")
+
+
+def test_a_queue_without_a_live_worker_stalls_and_says_so(store: Any, client: Any) -> None:
+    keep_up(store, 5)
+    headgate.Client(store).enqueue("send", b"late", queue="emails")
+    row = row_of(text_of(client.get("/")), "emails")
+    assert "stalled: no live worker for the queue" in row
+    assert 'href="/workers"' in row
+
+
+def test_a_throttled_queue_that_drains_is_not_called_stalled(store: Any, client: Any) -> None:
+    """A rate class out of tokens while jobs finish is throttling, not a stall."""
+    store.upsert_rate_class("api", 1, 60_000, 1)
+    c = headgate.Client(store)
+    c.enqueue("call", b"1", queue="hooks", rate_class="api")
+    (claim,) = store.admit("w", ["hooks"], capacity=5)
+    store.ack(claim, Outcome.SUCCESS)
+    c.enqueue("call", b"2", queue="hooks", rate_class="api")
+    store.heartbeat({"worker_id": "w", "queues": ["hooks"], "concurrency": 1}, [])
+    row = row_of(text_of(client.get("/")), "hooks")
+    assert "stalled" not in row
+
+
+def test_stall_suspected_reads_the_counters_not_the_trend() -> None:
+    from headgate.core import drain
+
+    now = 10 * drain.BUCKET_MS + 5_000
+    busy = {now - now % drain.BUCKET_MS: (3, 3, 0)}
+    assert not drain.stall_suspected({"available": 0}, {}, now)
+    assert drain.stall_suspected({"available": 4, "running": 0}, busy, now)
+    assert not drain.stall_suspected({"available": 4, "running": 2}, busy, now)
+    assert drain.stall_suspected({"available": 4, "running": 2}, {}, now)
+    old = {now - now % drain.BUCKET_MS - 2 * drain.BUCKET_MS: (3, 3, 0)}
+    assert not drain.recently_drained(old, now) and drain.recently_drained(busy, now)
