@@ -20,6 +20,29 @@
     return cap * (0.5 + Math.random() / 2);
   };
 
+  /* The ws extension hands a socket's `error` event to htmx's error log as it is, which
+   * prints "[object Event]" on every failed reconnect. The sockets made here hand it an
+   * Error that says what failed instead (the event stays on it as `event`). */
+  htmx.createWebSocket = function (url) {
+    var sock = new WebSocket(url, []);
+    sock.binaryType = htmx.config.wsBinaryType;
+    var handler = null;
+    Object.defineProperty(sock, "onerror", {
+      configurable: true,
+      get: function () { return handler; },
+      set: function (fn) { handler = fn; }
+    });
+    sock.addEventListener("error", function (evt) {
+      if (typeof handler !== "function") return;
+      var where = String(url).split("?")[0];
+      var err = new Error("live updates: the WebSocket to " + where + " failed or dropped " +
+        "(server unreachable or restarting); reconnecting");
+      err.event = evt;
+      handler.call(sock, err);
+    });
+    return sock;
+  };
+
   /* A button in the middle of a two-step confirmation (or reading a schedule) keeps
    * its words while a live update morphs the row around it. */
   if (window.Idiomorph) {
@@ -165,13 +188,16 @@
     flashTimer = setTimeout(function () { el.className = "flash"; }, tone === "error" ? 12000 : 5000);
   }
 
-  function sayInPlace(elt, text, tone) {
+  /* `quiet`: said in place only (the answer is on the page already); without a place
+   * to say it, the toast still does. */
+  function sayInPlace(elt, text, tone, quiet) {
     var attached = document.body.contains(elt);
     var scope = attached && elt.closest ? elt.closest("[data-scope]") : null;
     var slot = scope ? scope.querySelector("[data-feedback]") : null;
     if (slot) {
       slot.textContent = text;
       slot.className = "feedback " + tone;
+      if (quiet) return;
     }
     flash(text, tone);
   }
@@ -221,7 +247,7 @@
     var body = null;
     try { body = JSON.parse(xhr.responseText); } catch (e) { body = null; }
     if (xhr.status >= 200 && xhr.status < 300) {
-      sayInPlace(elt, successText(sent.done, body, xhr), "ok");
+      sayInPlace(elt, successText(sent.done, body, xhr), "ok", sent.quiet);
       if (sent.then && body && body.id) {
         htmx.ajax("GET", sent.then.replace("__ID__", encodeURIComponent(body.id)),
           { target: sent.thenTarget, swap: "innerHTML" });
@@ -242,7 +268,8 @@
       done: elt.getAttribute("data-done") || "Done.",
       then: elt.getAttribute("data-then"),
       thenTarget: elt.getAttribute("data-then-target"),
-      refresh: elt.getAttribute("data-refresh")
+      refresh: elt.getAttribute("data-refresh"),
+      quiet: elt.hasAttribute("data-quiet")
     };
     xhr.addEventListener("loadend", function () { onAnswer(elt, xhr, sent); });
   });
@@ -347,17 +374,43 @@
     return document.querySelectorAll('#jobs-table input[name="ids"]');
   }
 
+  /* Which states each selection button acts on (#selbar's data-sources, from the
+   * server's rules): a button stays off while no selected job is in one of them. */
+  function selectionSources() {
+    var bar = document.getElementById("selbar");
+    try { return JSON.parse((bar && bar.getAttribute("data-sources")) || "{}"); } catch (e) { return {}; }
+  }
+
+  function buttonAction(btn) {
+    try { return JSON.parse(btn.getAttribute("data-body") || "{}").action || ""; } catch (e) { return ""; }
+  }
+
   function updateSelbar() {
     var present = new Set();
-    rowBoxes().forEach(function (cb) { present.add(cb.value); });
+    var states = new Set();
+    rowBoxes().forEach(function (cb) {
+      present.add(cb.value);
+      if (selected.has(cb.value)) states.add(cb.getAttribute("data-state"));
+    });
     selected.forEach(function (id) { if (!present.has(id)) selected.delete(id); });
     var count = document.getElementById("selcount");
     if (count) {
       count.textContent = selected.size ? selected.size + " selected" : "Select jobs";
     }
+    var sources = selectionSources();
     document.querySelectorAll('[data-name="selaction"]').forEach(function (btn) {
       if (btn.getAttribute("aria-disabled") === "true") return; // read-only stays off
-      btn.disabled = selected.size === 0;
+      var action = buttonAction(btn);
+      var from = sources[action];
+      var fits = !from || from.some(function (st) { return states.has(st); });
+      btn.disabled = selected.size === 0 || !fits;
+      if (selected.size && !fits) {
+        btn.title = "None of the selected jobs can be " + (action === "retry" ? "retried" :
+          action === "cancel" ? "cancelled" : action + "d") + ": that needs a job that is " +
+          from.join(", ") + ".";
+      } else {
+        btn.removeAttribute("title");
+      }
     });
     var all = document.getElementById("select-all");
     if (all && !all.disabled) {
