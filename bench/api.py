@@ -14,7 +14,7 @@ Latencies: `--requests` requests per endpoint per run from one client issuing th
 to back (the request's own latency), and again from `--clients` concurrent clients
 (`*_c8_*`: the same server under load — one gunicorn process, so Python work queues up
 behind the GIL). Each figure is the median over `--runs` runs; one JSON line per metric,
-plus one summary line. The target (issue 4) is p99 < 50 ms for the three GETs with
+plus one summary line. The target is p99 < 50 ms for the three GETs with
 1,000,000 jobs in the database.
 
 Usage:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 22's one side-by-side run: headgate beside every Python peer on the peer harness's
+# The one side-by-side run: headgate beside every Python peer on the peer harness's
 # four workloads, the physical limits, WAL bytes per job, HTTP enqueue against its
 # ceiling and memory, then one markdown table of ratios with PASS/MISS per target.
 #
@@ -204,7 +204,7 @@ run memory        "$HG_PY" "$ROOT/bench/memory.py" --pg-url "$PG_URL" --jobs "$M
   done
   [ ${#files[@]} -gt 0 ] && "$HG_PY" "$PEERS_DIR/make_table.py" "${files[@]}"
   echo
-  echo "## Issue 22 targets (ratios from this run)"
+  echo "## Targets (ratios from this run)"
   echo
   "$HG_PY" "$ROOT/bench/compare_table.py" "$OUT"
 } | tee "$OUT/table.md"

@@ -1,4 +1,4 @@
-"""Issue 22's targets as one markdown table of ratios with PASS/MISS, from ONE run.
+"""The performance targets as one markdown table of ratios with PASS/MISS, from ONE run.
 
     .venv/bin/python bench/compare_table.py OUT_DIR      (what bench/compare.sh calls)
 

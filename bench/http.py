@@ -1,4 +1,4 @@
-"""The HTTP enqueue benchmark (issue 22): `python bench/http.py …`.
+"""The HTTP enqueue benchmark: `python bench/http.py …`.
 
 The implementation, and its documentation, is in bench/httpbench.py. This file only
 carries the name the issue asks for, which is also the name of a standard-library

@@ -3,7 +3,7 @@
     .venv/bin/python bench/http.py [--stores sqlite,pg] [--runs 3] [--seconds 8]
         [--connections 8] [--pg-url postgresql://…/postgres]
 
-The ceiling (issue 22): what the same server configuration answers for a trivial JSON
+The ceiling: what the same server configuration answers for a trivial JSON
 POST route. It is started by `headgate.server.run_gunicorn` with the options
 `headgate.server.gunicorn_options` gives `headgate serve`, serving a three-line Flask app
 (`POST /api/v1/jobs`: parse the JSON body, answer 201 with a small JSON object) with

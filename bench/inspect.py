@@ -1,4 +1,4 @@
-"""The inspection benchmark (issue 8): `python bench/inspect.py --store sqlite|pg …`.
+"""The inspection benchmark: `python bench/inspect.py --store sqlite|pg …`.
 
 The implementation, and its documentation, is in bench/inspection.py. This file only
 carries the name the issue asks for — which is also the name of a standard-library

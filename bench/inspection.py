@@ -1,4 +1,4 @@
-"""Inspection latency with a large database (issue 8): the control API's read endpoints
+"""Inspection latency with a large database: the control API's read endpoints
 and every dashboard page, over real HTTP against `headgate serve`, on SQLite and on
 PostgreSQL. Target: p99 < 50 ms with 1,000,000 jobs. Run it as `bench/inspect.py` (this
 module is its implementation; see that file for why the two are apart).

@@ -3,7 +3,7 @@
     .venv/bin/python bench/limits.py --store sqlite [--n 20000] [--runs 3] [--wal]
     .venv/bin/python bench/limits.py --store pg --pg-url postgresql://…/postgres ...
 
-The ceiling each headgate figure is held against (issue 22): the same durable commits
+The ceiling each headgate figure is held against: the same durable commits
 on the same row, with nothing of headgate's around them. One JSON line per loop, median
 and min–max jobs/s over `--runs` runs, each run on fresh storage:
 

@@ -3,7 +3,7 @@
     .venv/bin/python bench/memory.py [--stores sqlite,pg] [--jobs 100000] [--runs 3]
         [--serve-requests 20000] [--parts worker,serve]
 
-Issue 22's target: the later RSS within 10 % of the early one, for both.
+The target: the later RSS within 10 % of the early one, for both.
 
 worker  N jobs are enqueued first (W2's batches, not measured), then
         `headgate worker --app bench.peer_app:make_worker --concurrency 2` (the W3 worker

@@ -3,7 +3,7 @@
     .venv/bin/python bench/wal.py --store sqlite [--n 20000] [--runs 3] [--policies-too]
     .venv/bin/python bench/wal.py --store pg --pg-url postgresql://…/postgres ...
 
-Issue 22 names WAL volume as the likely lever on both engines, so this measures it for
+WAL volume is as the likely lever on both engines, so this measures it for
 the harness's workloads, run as bench/peers_headgate.py runs them (its HeadgatePeer:
 the same fresh storage, Client calls, worker command line and policies), and for
 bench/limits.py's raw loops on headgate's own row, so each ratio is visible:

@@ -1,4 +1,4 @@
-"""The console as an operator judges it (issue 23): numbers that hold still, failures
+"""The console as an operator judges it: numbers that hold still, failures
 first, every setting removable, phone width too. Real Chromium against a real server on
 the demo data set (conftest.py); set-ups another process would make go through the API
 or a second store connection to the same SQLite file.

@@ -1,5 +1,5 @@
 """Real `headgate serve` and `headgate worker` processes for the integration tests
-(issue 20): started on a test's store with tests/ as the working directory, so
+started on a test's store with tests/ as the working directory, so
 `--app integrations_app:app` imports the module the test process imports too."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The task app the integration tests (issue 20) run in real `headgate serve --workers`
+"""The task app the integration tests run in real `headgate serve --workers`
 and `headgate worker` processes, and produce to from the test process.
 
 The App's URL comes from HG_INTEGRATION_URL: unset in the server and worker processes

@@ -1,5 +1,5 @@
 """POST /api/v1/jobs costs one write transaction: the Idempotency-Key's record, the job
-and the stored answer commit together (issue 22 item 5). Counted by the engines
+and the stored answer commit together. Counted by the engines
 themselves: SQLite's commit frames in the WAL (held from checkpointing by a read
 snapshot), PostgreSQL's transaction ids (a write transaction takes one, a read none)."""
 

@@ -1,4 +1,4 @@
-"""Operations residue (issue 24) with real processes and real HTTP on both backends:
+"""Operations residue with real processes and real HTTP on both backends:
 finished jobs reach live views, the uniqueness table is pruned, the fleet's job
 latency histograms are exported."""
 

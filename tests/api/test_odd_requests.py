@@ -1,4 +1,4 @@
-"""Contract and operations residue (issue 24), over real HTTP on both backends: zero
+"""Contract and operations residue, over real HTTP on both backends: zero
 values read as "not set", bad path bytes and odd paths answered in JSON,
 junk cursors refused."""
 

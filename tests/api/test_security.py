@@ -1,4 +1,4 @@
-"""Security review, as tests (issue 9; findings and the threat model in docs/SECURITY.md).
+"""Security review, as tests (findings and the threat model in docs/SECURITY.md).
 
 Each section proves one claim of docs/SECURITY.md from the outside, on a real store (and
 on both backends where the database is what is being tested):

@@ -1,4 +1,4 @@
-"""Operations residue at the command line and in the library (issue 24), with real
+"""Operations residue at the command line and in the library, with real
 processes: a store path in a missing directory is refused (exit 69) and creates
 nothing; a lease shorter than the documented minimum is refused with one line."""
 

@@ -1,4 +1,4 @@
-"""Structured logs (issue 20 item 4): `headgate worker --log-format json` (and
+"""Structured logs: `headgate worker --log-format json` (and
 HG_LOG_FORMAT) writes one JSON object per line, a job's lines carrying job_id, kind,
 queue, attempt and worker_id as fields of their own."""
 

@@ -1,4 +1,4 @@
-"""The same example site on Django 6's own `django.tasks` (issue 20 item 1): Django 6
+"""The same example site on Django 6's own `django.tasks`: Django 6
 needs Python 3.12, so this builds a Python 3.12 virtualenv with Django 6 and headgate's
 runtime dependencies, puts this checkout on its path, and runs the example's scenario
 there (SQLite for both Django and headgate). Skipped when no Python 3.12 is found."""

@@ -1,4 +1,4 @@
-"""The Django integration (issue 20 item 1) driven through examples/django_site: real
+"""The Django integration driven through examples/django_site: real
 Django (5.2 + the django-tasks backport on Python 3.11, django.tasks on Django 6), a
 real SQLite database for Django, a real `manage.py headgate_worker` process, on both
 headgate backends."""
@@ -218,7 +218,7 @@ def test_failures_and_bad_arguments(site: dict[str, str], store_url: str) -> Non
 
 def test_headgate_worker_django_runs_the_projects_tasks(store_url: str,
                                                         tmp_path: Path) -> None:
-    """`headgate worker --django` (issue 20) runs the worker `manage.py headgate_worker`
+    """`headgate worker --django` runs the worker `manage.py headgate_worker`
     runs, Django set up from DJANGO_SETTINGS_MODULE with the project folder (the working
     directory) importable, not from PYTHONPATH."""
     env = site_env(tmp_path, store_url)

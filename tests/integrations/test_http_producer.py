@@ -1,4 +1,4 @@
-"""Producers without database access (issue 20 item 2): `headgate.App("http://…",
+"""Producers without database access: `headgate.App("http://…",
 token=…)` and `headgate.HttpClient` against a real `headgate serve` (with a worker in
 its process), on both backends."""
 

@@ -1,4 +1,4 @@
-"""OpenTelemetry traces (issue 20 item 3) with the real SDK's in-memory exporter: one
+"""OpenTelemetry traces with the real SDK's in-memory exporter: one
 trace from the enqueue through every attempt, on a real Worker (in-process threads, so
 the exporter in this process sees both sides), both backends; and the no-op cases."""
 

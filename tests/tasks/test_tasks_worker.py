@@ -202,7 +202,7 @@ def test_async_tasks_and_async_middleware_run_on_the_workers_loop(store, worker,
                                                                   tmp_path, monkeypatch
                                                                   ) -> None:
     if not getattr(headgate.Worker, "runs_coroutines", False):
-        pytest.skip("this Worker does not run coroutine handlers yet (issue 18 item 4)")
+        pytest.skip("this Worker does not run coroutine handlers yet")
     import tasks_async_app
 
     monkeypatch.setenv("HG_TEST_DIR", str(tmp_path))
