@@ -58,11 +58,19 @@ ON_ACTIVITY = frozenset({"totals", "counts", "queues", "queue", "cluster", "rate
                          "throughput"})
 ON_TICK = frozenset({"queues", "queue", "workers", "cluster", "rate_classes", "periodic",
                      "sheet", "op", "throughput"})
+# The Jobs list's "N new jobs" prompt: its key carries the list's filter (a URL query),
+# which may be longer than the other topics' keys.
+NEW_JOBS_TOPIC = "newjobs:"
+MAX_NEW_JOBS_KEY = 2000
+ON_ACTIVITY = ON_ACTIVITY | {"newjobs"}
 
 sock = Sock()
 
 
 def split_topic(topic: str) -> tuple[str, str] | None:
+    if topic.startswith(NEW_JOBS_TOPIC):
+        key = topic[len(NEW_JOBS_TOPIC):]
+        return ("newjobs", key) if len(key) <= MAX_NEW_JOBS_KEY else None
     m = _TOPIC_RE.match(topic)
     if not m:
         return None
@@ -245,6 +253,8 @@ def load_topics(store: Any, topics: set[str]) -> dict[str, Any]:
             out[topic] = store.get_job(key) if kind == "job" else views.sheet_data(store, key)
         elif kind == "op":
             out[topic] = store.get_operation(key)
+        elif kind == "newjobs":
+            out[topic] = views.new_jobs_count(store, key)
         elif kind == "throughput":
             out[topic] = views.throughput_chart(store)
     return out

@@ -13,6 +13,7 @@ import re
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from headgate.core import TERMINAL, Explanation, Job, State, drain
 from headgate.core.transitions import sources_of
@@ -348,6 +349,12 @@ SELECTION_SOURCES: dict[str, list[str]] = {
     action: sorted(s.value for s in State if action in job_actions(s))
     for action in ("retry", "cancel", "delete")
 }
+
+
+def new_jobs_key(top_id: str, params: dict[str, Any]) -> str:
+    """The live topic key of a Jobs page's "N new jobs" prompt: the id of its top row
+    and its filter (the URL parameters but the cursor and the open job)."""
+    return f"{top_id}|{urlencode(params, doseq=True)}"
 
 
 def worker_signals(status: str | None, pending: str | None) -> list[str]:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import base64
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 import flask
+from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse  # what flask.redirect returns
 
@@ -362,6 +363,26 @@ def jobs() -> tuple[str, int]:
                   queue_names=queue_names, sheet=sheet, selector=selector,
                   bulk_why=bulk_why, kind_latency=kind_latency,
                   scan_limited=page.scan_limited), status
+
+
+# How many new jobs the list's prompt counts at most ("100+ new jobs").
+NEW_JOBS_LIMIT = 100
+
+
+def new_jobs_count(s: Any, key: str) -> int:
+    """Jobs matching a Jobs page's filter that would stand above its top row (ids sort
+    newest first), counted up to NEW_JOBS_LIMIT: one bounded page read per live frame
+    for every open list with that filter. `key` is present.new_jobs_key's. A payload
+    search is not repeated per frame (it reads up to thousands of payloads)."""
+    top, _, raw = key.partition("|")
+    query = JobQuery.from_args(MultiDict(parse_qsl(raw)))
+    if query.error or getattr(query.filter, "payload_terms", None):
+        return 0
+    try:
+        page = s.list_jobs(query.filter, limit=NEW_JOBS_LIMIT)
+    except HeadgateError:
+        return 0
+    return sum(1 for j in page.jobs if j.id > top)
 
 
 @bp.get("/jobs/<path:job_id>/payload")

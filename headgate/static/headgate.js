@@ -535,9 +535,22 @@
     }
   });
 
+  /* A bulk operation that finished reloads the list it changed, once: its panel (pushed
+   * live, or loaded when it was started) carries data-op-finished. */
+  function reloadAfterOperations() {
+    document.querySelectorAll("[data-op-finished]").forEach(function (el) {
+      if (el._hgSeen) return;
+      el._hgSeen = true;
+      refreshRegion("#main");
+      var words = el.getAttribute("data-op-words");
+      if (words) flash(words, "ok");
+    });
+  }
+
   document.addEventListener("htmx:wsAfterMessage", function () {
     restoreSelection();
     sendTopics(false);
+    reloadAfterOperations();
   });
 
   /* Closing the sheet (Esc or its Close link) puts focus back on the job's row link,
@@ -566,6 +579,7 @@
     }
     restoreSelection();
     sendTopics(false);
+    reloadAfterOperations();
   });
 
   /* -- chart readout: the numbers of the minute under the pointer ----------------- */

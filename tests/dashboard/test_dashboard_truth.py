@@ -207,3 +207,50 @@ def test_stall_suspected_reads_the_counters_not_the_trend() -> None:
     assert drain.stall_suspected({"available": 4, "running": 2}, {}, now)
     old = {now - now % drain.BUCKET_MS - 2 * drain.BUCKET_MS: (3, 3, 0)}
     assert not drain.recently_drained(old, now) and drain.recently_drained(busy, now)
+
+
+# -- new jobs are offered over the live socket ----------------------------------------------
+
+def test_the_job_list_offers_new_jobs_over_the_live_socket(store: Any, client: Any) -> None:
+    import html as html_mod
+    import re
+
+    from headgate.dashboard import live
+    from headgate.dashboard.query import JobQuery
+
+    c = headgate.Client(store)
+    first = [c.enqueue("send", b"%d" % i, queue="q") for i in range(2)]
+    body = text_of(client.get("/jobs?queue=q"))
+    topic = html_mod.unescape(re.search(r'id="new-jobs"[^>]*data-topic="([^"]+)"', body)
+                              .group(1))  # type: ignore[union-attr]
+    assert topic == f"newjobs:{max(first)}|queue=q"
+    assert re.search(r'<p id="new-jobs"[^>]* hidden', body)
+    assert live.load_topics(store, {topic})[topic] == 0
+    for i in range(3):
+        c.enqueue("send", b"new%d" % i, queue="q")
+    c.enqueue("send", b"elsewhere", queue="other")
+    frame = live.load_topics(store, {topic})
+    assert frame[topic] == 3
+    query = JobQuery.from_args({"queue": "q"})
+    with client.application.test_request_context("/live"):
+        fragment = live.render_topic(topic, frame[topic], query)
+    assert 'hx-swap-oob="true"' in fragment and " hidden" not in fragment
+    assert '3 new jobs — show</a>' in fragment and 'href="/jobs?queue=q"' in fragment
+    # A payload search is not re-run per frame.
+    searched = f"newjobs:{max(first)}|q=payload%3Anew"
+    assert live.load_topics(store, {searched})[searched] == 0
+
+
+def test_a_finished_bulk_operation_asks_the_page_to_reload_the_list(store: Any,
+                                                                    client: Any) -> None:
+    c = headgate.Client(store)
+    for i in range(3):
+        c.enqueue("send", b"%d" % i, queue="bulk")
+    op = store.create_operation("cancel", {"queue": "bulk"})
+    running = text_of(client.get(f"/ops/{op['id']}"))
+    assert "data-op-finished" not in running
+    while store.run_operations_batch(limit=100):
+        pass
+    done = text_of(client.get(f"/ops/{op['id']}"))
+    assert f'data-op-finished="{op["id"]}"' in done
+    assert "Cancel done: 3 jobs; the list is reloaded." in done
