@@ -50,13 +50,16 @@ FRAME_INTERVAL_S = 0.25
 TICK_INTERVAL_S = 2.0
 MAX_TOPICS_PER_SOCKET = 200
 MAX_JOB_TOPICS = 500  # union over all sockets, per frame
-_TOPIC_RE = re.compile(r"^(totals|counts|queues|queue|workers|cluster|rate_classes|quarantine|"
-                       r"periodic|partitions|job|sheet|op|throughput):?(.{0,300})$", re.S)
+_TOPIC_RE = re.compile(r"^(totals|counts|queues|queue|workers|running|cluster|rate_classes|"
+                       r"quarantine|periodic|partitions|job|sheet|op|throughput)"
+                       r":?(.{0,300})$", re.S)
 # Topics refreshed on store activity / on the slow tick.
 ON_ACTIVITY = frozenset({"totals", "counts", "queues", "queue", "cluster", "rate_classes",
+                         "running",
                          "quarantine", "periodic", "partitions", "job", "sheet", "op",
                          "throughput"})
-ON_TICK = frozenset({"queues", "queue", "workers", "cluster", "rate_classes", "periodic",
+ON_TICK = frozenset({"queues", "queue", "workers", "running", "cluster", "rate_classes",
+                     "periodic",
                      "sheet", "op", "throughput"})
 # The Jobs list's "N new jobs" prompt: its key carries the list's filter (a URL query),
 # which may be longer than the other topics' keys.
@@ -232,6 +235,8 @@ def load_topics(store: Any, topics: set[str]) -> dict[str, Any]:
             out[topic] = next((q for q in stats if q["queue"] == key), None)
         elif kind == "workers":
             out[topic] = once("live", lambda: store.list_workers(views.WORKER_STALE_MS))
+        elif kind == "running":
+            out[topic] = views.running_now(store)
         elif kind == "cluster":
             out[topic] = views.cluster_summary(
                 once("live", lambda: store.list_workers(views.WORKER_STALE_MS)),

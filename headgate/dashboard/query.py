@@ -8,7 +8,9 @@ API's own message.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote_plus, urlencode
 
@@ -35,7 +37,39 @@ EXACT_LABELS: dict[str, str] = {
     "fingerprint": "fingerprint",
 }
 
+# The time range fields: console parameter -> JobFilter attribute. The form's
+# datetime-local inputs send `YYYY-MM-DDTHH:MM[:SS]`, read as UTC like every time the
+# console shows; epoch ms (digits) are taken too, so an API bound can be pasted.
+TIME_PARAMS: dict[str, str] = {
+    "enqueued_after": "enqueued_after_ms", "enqueued_before": "enqueued_before_ms",
+    "finished_after": "finished_after_ms", "finished_before": "finished_before_ms",
+}
+TIME_LABELS: dict[str, str] = {
+    "enqueued_after": "enqueued from", "enqueued_before": "enqueued before",
+    "finished_after": "finished from", "finished_before": "finished before",
+}
+EPOCH_MS = re.compile(r"[0-9]{1,15}")
+
 Param = str | list[str]
+
+
+def parse_time(name: str, raw: str) -> int:
+    """Epoch ms of a time range value; InvalidInput in the words the page shows."""
+    if EPOCH_MS.fullmatch(raw):
+        return int(raw)
+    try:
+        at = datetime.fromisoformat(raw)
+    except ValueError:
+        raise InvalidInput(f"{TIME_LABELS[name]} `{raw}` is not a time "
+                           "(YYYY-MM-DDTHH:MM, UTC)") from None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return int(at.timestamp() * 1000)
+
+
+def iso_utc(ms: int) -> str:
+    """The datetime-local value (UTC, to the second) of epoch ms."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 @dataclass
@@ -51,6 +85,9 @@ class JobQuery:
     # Exact values from links (EXACT_PARAMS, and `tag` repeated): names may hold spaces.
     exact: dict[str, str] = field(default_factory=dict)
     tags: list[str] = field(default_factory=list)
+    # The time range as given (TIME_PARAMS), and as epoch ms once parsed.
+    times: dict[str, str] = field(default_factory=dict)
+    time_ms: dict[str, int] = field(default_factory=dict)
     filter: JobFilter = field(default_factory=JobFilter)
 
     @classmethod
@@ -63,6 +100,7 @@ class JobQuery:
             job=(args.get("job") or "").strip(),
             exact={k: args[k] for k in EXACT_PARAMS if args.get(k)},
             tags=[t for t in _all(args, "tag") if t],
+            times={k: str(args[k]).strip() for k in TIME_PARAMS if (args.get(k) or "").strip()},
         )
         f = JobFilter(state=query.state or None, queue=query.queue or None,
                       tags_all=list(query.tags))
@@ -70,6 +108,9 @@ class JobQuery:
             setattr(f, EXACT_PARAMS[name], value)
         try:
             parse_search(query.q, f)
+            for name, raw in query.times.items():
+                query.time_ms[name] = parse_time(name, raw)
+                setattr(f, TIME_PARAMS[name], query.time_ms[name])
         except InvalidInput as exc:
             query.error = str(exc)
         query.filter = f
@@ -78,7 +119,8 @@ class JobQuery:
     @property
     def narrowed(self) -> bool:
         """Whether anything narrows the list (an empty list then means "no match")."""
-        return bool(self.q or self.state or self.queue or self.exact or self.tags)
+        return bool(self.q or self.state or self.queue or self.exact or self.tags
+                    or self.times)
 
     @property
     def counts_narrowed(self) -> bool:
@@ -87,7 +129,18 @@ class JobQuery:
         f = self.filter
         return bool(f.id or f.kind or f.kind_prefix or f.partition_key or f.rate_class
                     or f.fingerprint or f.tags_all or f.tags_any or f.priority is not None
-                    or f.error_prefix)
+                    or f.error_prefix or f.payload_terms or self.times)
+
+    @staticmethod
+    def iso(ms: int) -> str:
+        return iso_utc(ms)
+
+    def time_value(self, name: str) -> str:
+        """A time range input's value: the parsed time as datetime-local (UTC), or
+        what was typed when it did not parse."""
+        if name in self.time_ms:
+            return iso_utc(self.time_ms[name])
+        return self.times.get(name, "")
 
     def exact_filters(self) -> list[tuple[str, str, str, dict[str, Param]]]:
         """(label, value, parameter, override that removes it) per exact filter."""
@@ -101,6 +154,7 @@ class JobQuery:
         """URL parameters for a link from this page (empty values dropped)."""
         base: dict[str, Param] = {"q": self.q, "state": self.state, "queue": self.queue}
         base.update({k: self.exact.get(k, "") for k in EXACT_PARAMS})
+        base.update({k: self.times.get(k, "") for k in TIME_PARAMS})
         base.update({"tag": list(self.tags), "cursor": self.cursor, "job": self.job})
         base.update(override)
         return {k: v for k, v in base.items() if v}
@@ -126,6 +180,10 @@ class JobQuery:
             unsupported.append("kind prefix (use kind:NAME)")
         if f.error_prefix:
             unsupported.append("error")
+        if f.payload_terms:
+            unsupported.append("payload")
+        if self.times:
+            unsupported.append("a time range")
         if unsupported:
             return None, ("Bulk actions select by queue, state, kind and partition only; "
                           "this filter also uses " + ", ".join(unsupported) + ".")
