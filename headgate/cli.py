@@ -15,7 +15,7 @@ import click
 from click.core import ParameterSource
 
 from headgate import __version__
-from headgate.config import ConfigError, Settings, redact_url
+from headgate.config import ConfigError, Settings, redact_url, store_source
 from headgate.core import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -80,13 +80,19 @@ def _bind_addr(settings: Settings, addr: str | None) -> str:
     return addr
 
 
+# How --store is written, for every command that takes it.
+STORE_HELP = ("The database: sqlite:///relative/path.db (three slashes: relative to the "
+              "working directory), sqlite:////absolute/path.db (four: an absolute path) or "
+              "postgresql://user@host/dbname. Default: $HG_STORE (the same URLs, or sqlite / "
+              "pg naming $HG_SQLITE / $HG_PG), else sqlite:///headgate.db.")
+
 # The database a command works on (serve, migrate).
 store_option = click.option(
     "--store",
     "store_url",
     default=None,
     metavar="URL",
-    help="sqlite:///PATH or postgresql://… Default: from HG_STORE/HG_SQLITE/HG_PG.",
+    help=STORE_HELP,
 )
 
 # Whether opening the store applies pending migrations (serve, worker).
@@ -205,7 +211,8 @@ def serve(addr: str | None, store_url: str | None, threads: int, duties: bool,
         _fail("--app needs --workers N")
     pool = InProcessWorker(app_ref, workers, drain_ms) if app_ref is not None else None
     _configure_logging(log_level, log_format.lower())
-    _serve(ServerConfig(replace(settings, api_addr=addr), threads, duties, pool))
+    _serve(ServerConfig(replace(settings, api_addr=addr), threads, duties, pool,
+                        store_source=store_source(store_url)))
 
 
 def _served_app(settings: Settings, *, background: bool) -> ServedApp:
@@ -266,8 +273,8 @@ def migrate(store_url: str | None) -> None:
                    "(default: default), as `manage.py headgate_worker` does; Django is set "
                    "up from DJANGO_SETTINGS_MODULE, the current directory importable.")
 @click.option("--store", "store_url", default=None, metavar="URL",
-              help="sqlite:///PATH or postgresql://… (factory apps and --django). "
-                   "Default: from HG_STORE/HG_SQLITE/HG_PG.")
+              help=STORE_HELP + " An App made with a store of its own (App(url)) runs on "
+                   "it, and refuses a --store or $HG_STORE naming another database.")
 @click.option("--queues", default=None, metavar="A,B", help="Queues to work (override).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=None,
               help="Handler threads (override).")
@@ -362,7 +369,7 @@ def demo(db_path: str, fresh: bool, addr: str | None, with_workers: bool,
     click.echo(f"demo: {'seeded' if seeded else 'reusing'} {db_path}; console at http://{addr}/")
     fleet = demo_mod.spawn_fleet(db_path) if with_workers else None
     try:
-        _serve(ServerConfig(replace(settings, api_addr=addr)))
+        _serve(ServerConfig(replace(settings, api_addr=addr), store_source="--db"))
     finally:
         if fleet is not None:
             fleet.terminate()

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple, TypedDict
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 DEFAULT_SQLITE_PATH = "headgate.db"
 DEFAULT_API_ADDR = "127.0.0.1:8080"
@@ -38,11 +38,116 @@ class ConfigError(ValueError):
     """A setting is present but unusable; the message names the variable."""
 
 
+# How a SQLite URL names its file: said wherever a store URL is asked for or refused.
+SQLITE_URL_RULE = ("sqlite:///relative/path.db (three slashes) is relative to the working "
+                   "directory, sqlite:////absolute/path.db (four) is an absolute path")
+STORE_URL_FORMS = ("sqlite:///relative/path.db, sqlite:////absolute/path.db or "
+                   "postgresql://user@host/dbname")
+STORE_VARIABLES = ("HG_STORE", "HG_SQLITE", "HG_PG")
+
+
 def names_a_store(env: Mapping[str, str] | None = None) -> bool:
     """Whether the environment says where the store is, rather than leaving it to the
     default SQLite file in the working directory."""
     env = os.environ if env is None else env
-    return any(env.get(name, "").strip() for name in ("HG_STORE", "HG_SQLITE", "HG_PG"))
+    return any(env.get(name, "").strip() for name in STORE_VARIABLES)
+
+
+def store_source(flag_url: str | None, env: Mapping[str, str] | None = None) -> str:
+    """Where a command's store came from, for a log line or an error: the flag, the
+    variables that are set, or the default."""
+    if flag_url:
+        return "--store"
+    env = os.environ if env is None else env
+    named = [name for name in STORE_VARIABLES if env.get(name, "").strip()]
+    if named:
+        return "$" + ", $".join(named)
+    return f"the default: no --store, {', '.join(STORE_VARIABLES)}"
+
+
+def _parse_store_url(url: str, source: str) -> tuple[str, str]:
+    """(``sqlite`` and the file path | ``pg`` and the URL) from a store URL, or a
+    ConfigError naming ``source`` and the forms a URL takes."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "sqlite":
+        if not url.lower().startswith("sqlite:///") or len(url) <= len("sqlite:///"):
+            raise ConfigError(f"{source}: {url!r} is not a SQLite URL: {SQLITE_URL_RULE}")
+        return "sqlite", url[len("sqlite:///"):]
+    if scheme in ("postgres", "postgresql"):
+        return "pg", url
+    raise ConfigError(f"{source} must be a store URL ({STORE_URL_FORMS}), got "
+                      f"{redact_url(url)!r}")
+
+
+class _StoreFields(TypedDict):
+    store: str
+    sqlite_path: str
+    pg_url: str | None
+
+
+def _store_fields(env: Mapping[str, str]) -> _StoreFields:
+    """The store Settings fields from HG_STORE: a URL, as ``--store`` and ``App(url)``
+    take, or the older ``sqlite`` / ``pg``, which name HG_SQLITE's path (it may be a
+    sqlite:/// URL too) and HG_PG's URL."""
+    raw = env.get("HG_STORE", "").strip()
+    sqlite_path = env.get("HG_SQLITE", "").strip() or DEFAULT_SQLITE_PATH
+    if sqlite_path.lower().startswith("sqlite:"):
+        sqlite_path = _parse_store_url(sqlite_path, "HG_SQLITE")[1]
+    fields = _StoreFields(store=raw.lower() or "sqlite", sqlite_path=sqlite_path,
+                          pg_url=env.get("HG_PG", "").strip() or None)
+    if ":" in raw:  # a URL (the words sqlite and pg have no colon)
+        kind, where = _parse_store_url(raw, "HG_STORE")
+        fields["store"] = kind
+        if kind == "sqlite":
+            fields["sqlite_path"] = where
+        else:
+            fields["pg_url"] = where
+    return fields
+
+
+def display_store_url(url: str) -> str:
+    """A store URL as a log line or an error shows it: without its password, and a
+    SQLite file as its absolute path (which file a relative one meant is the question)."""
+    if url.lower().startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        return "sqlite:///" + (path if path == ":memory:" else os.path.abspath(path))
+    return redact_url(url)
+
+
+def url_of_store(store: object) -> str | None:
+    """The URL of an open store (a SQLite file's path, a PostgreSQL store's URL), or
+    None for a store of another kind."""
+    backend = getattr(store, "backend", None)
+    if backend == "sqlite" and isinstance(path := getattr(store, "path", None), str):
+        return f"sqlite:///{path}"
+    if backend == "postgres" and isinstance(url := getattr(store, "url", None), str):
+        return url
+    return None
+
+
+def same_store(a: str, b: str) -> bool:
+    """Whether two store URLs name one database: one SQLite file (resolved against the
+    working directory, symbolic links followed), or one PostgreSQL host, port, user
+    and database; a password or a connection option does not make another store."""
+    return _store_identity(a) == _store_identity(b)
+
+
+def _store_identity(url: str) -> tuple[str, ...]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "sqlite" and url.lower().startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        return ("sqlite", path if path == ":memory:" else os.path.realpath(path))
+    if scheme in ("postgres", "postgresql"):
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        try:
+            host, port = (parts.hostname or "").lower(), parts.port
+        except ValueError:  # several hosts (h1:5432,h2:5432): compare them as written
+            host, port = parts.netloc.rsplit("@", 1)[-1].lower(), None
+        return ("postgresql", query.get("host", host), str(query.get("port", port or 5432)),
+                query.get("user", unquote(parts.username or "")),
+                query.get("dbname", unquote(parts.path.lstrip("/"))))
+    return (url,)
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
@@ -251,7 +356,8 @@ class Settings:
 
     def __post_init__(self) -> None:
         if self.store not in ("sqlite", "pg"):
-            raise ConfigError(f"HG_STORE must be 'sqlite' or 'pg', got {self.store!r}")
+            raise ConfigError(f"HG_STORE must be a store URL ({STORE_URL_FORMS}) or "
+                              f"'sqlite' / 'pg' (with HG_SQLITE / HG_PG), got {self.store!r}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -266,9 +372,7 @@ class Settings:
             read_tokens += from_file.read_only
             token_names = from_file.names
         return cls(
-            store=env.get("HG_STORE", "").strip().lower() or "sqlite",
-            sqlite_path=env.get("HG_SQLITE", "").strip() or DEFAULT_SQLITE_PATH,
-            pg_url=env.get("HG_PG", "").strip() or None,
+            **_store_fields(env),
             api_addr=env.get("HG_API_ADDR", "").strip() or DEFAULT_API_ADDR,
             read_only=_bool(env, "HG_READ_ONLY"),
             allow_remote=_bool(env, "HG_API_ALLOW_REMOTE"),
@@ -303,18 +407,13 @@ class Settings:
             options["notify"] = False
         return options
 
-    def with_store_url(self, url: str) -> Settings:
-        """Copy with the store chosen by a ``--store URL`` flag instead of the env."""
-        scheme = urlsplit(url).scheme.lower()
-        if scheme == "sqlite":
-            if not url.lower().startswith("sqlite:///") or len(url) <= len("sqlite:///"):
-                raise ConfigError(f"sqlite store URL must be sqlite:///PATH, got {url!r}")
-            return replace(self, store="sqlite", sqlite_path=url[len("sqlite:///") :])
-        if scheme in ("postgres", "postgresql"):
-            return replace(self, store="pg", pg_url=url)
-        raise ConfigError(
-            f"store URL must start with sqlite:/// or postgresql://, got {redact_url(url)!r}"
-        )
+    def with_store_url(self, url: str, source: str = "--store") -> Settings:
+        """Copy with the store chosen by a URL (``--store``, ``App(url)``) instead of the
+        env; ``source`` is what an error names."""
+        kind, where = _parse_store_url(url, source)
+        if kind == "sqlite":
+            return replace(self, store="sqlite", sqlite_path=where)
+        return replace(self, store="pg", pg_url=where)
 
     def remote_bind_refusal(self, addr: str) -> str | None:
         """Why binding ``addr`` is refused (docs/api.md, Access), or None when it is allowed."""

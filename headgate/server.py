@@ -16,6 +16,7 @@ gunicorn configuration serve uses.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -23,11 +24,13 @@ from typing import Any, Protocol
 from gunicorn.app.base import BaseApplication
 
 from headgate.client import Client
-from headgate.config import ConfigError, Settings
+from headgate.config import ConfigError, Settings, display_store_url
 from headgate.duties import DutyRunner
 from headgate.store import Store, open_store
 from headgate.worker import Worker
 from headgate.worker.launcher import check_worker_factory, import_object, load_worker
+
+log = logging.getLogger("headgate.server")
 
 # gthread workers heartbeat from their event loop, not per request, so this bounds a
 # hung worker without cutting off long-held SSE/WebSocket connections.
@@ -64,12 +67,15 @@ class InProcessWorker:
     concurrency: int
     drain_ms: int
 
-    def check(self) -> None:
+    def check(self, settings: Settings, source: str = "--store") -> None:
         """Raise ``ConfigError`` for an ``--app`` the server could not run, before the
-        server starts: a wrong reference fails the command, not the gunicorn worker
-        after the fork."""
+        server starts: a wrong reference, or an App made with a store other than the
+        server's, fails the command, not the gunicorn worker after the fork."""
         target = import_object(self.app_ref)
         if callable(getattr(target, "build_worker", None)):  # a headgate.App
+            command_settings = getattr(target, "command_settings", None)
+            if callable(command_settings):
+                command_settings(settings.store_url(), source)
             return
         if isinstance(target, Worker) or not callable(target):
             raise ConfigError(
@@ -77,8 +83,9 @@ class InProcessWorker:
                 "returning a Worker: the server's worker uses the server's store")
         check_worker_factory(self.app_ref, target)
 
-    def start(self, settings: Settings) -> Worker:
-        worker = load_worker(self.app_ref, settings.store_url(), migrate=settings.migrate)
+    def start(self, settings: Settings, source: str = "--store") -> Worker:
+        worker = load_worker(self.app_ref, settings.store_url(), migrate=settings.migrate,
+                             source=source)
         worker.configure(concurrency=self.concurrency, drain_ms=self.drain_ms, duties=False)
         return worker.start()
 
@@ -92,6 +99,9 @@ class ServerConfig:
     threads: int = 16
     duties: bool = True
     worker: InProcessWorker | None = None
+    # Where the store came from (--store, the environment, the default): logged, and
+    # named when an in-process App's own store disagrees.
+    store_source: str = "--store"
 
 
 def gunicorn_options(config: ServerConfig) -> dict[str, Any]:
@@ -165,7 +175,7 @@ class _ServerProcess:
             self._duties = DutyRunner(served.store, client=served.producer)
             self._duties.start()
         if config.worker is not None:
-            self._worker = config.worker.start(config.settings)
+            self._worker = config.worker.start(config.settings, config.store_source)
         return served.wsgi
 
     def stop(self) -> None:
@@ -180,8 +190,11 @@ def run_server(config: ServerConfig, build: AppFactory) -> int:
     SIGINT; the exit code (0 after a signal). Raises ``ConfigError`` or
     ``StoreUnavailable`` before anything listens."""
     if config.worker is not None:
-        config.worker.check()
+        config.worker.check(config.settings, config.store_source)
     check_store(config.settings)
+    # The first line: which database this server is on (no password).
+    log.info("serve store: %s (from %s)", display_store_url(config.settings.store_url()),
+             config.store_source)
     process = _ServerProcess(config, build)
     return run_gunicorn(gunicorn_options(config), process.load, process.stop)
 

@@ -33,7 +33,16 @@ from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from headgate.client import DEFAULT_CONTEXT, Client, chain
 from headgate.client import Middleware as ProducerMiddleware
-from headgate.config import ConfigError, Settings, names_a_store
+from headgate.config import (
+    ConfigError,
+    Settings,
+    display_store_url,
+    names_a_store,
+    redact_url,
+    same_store,
+    store_source,
+    url_of_store,
+)
 from headgate.core import EnqueueForbidden, Envelope, InvalidInput, schedule_spec
 from headgate.http_client import HttpClient
 from headgate.store import open_store
@@ -95,6 +104,9 @@ class App:
         self.periodic_prune = periodic_prune
         self._store = store
         self._owns_store = False
+        # The database a given store is (None for a store of unknown kind), which a
+        # command's --store/HG_* must agree with.
+        self._given_store_url = url_of_store(store) if store is not None else None
         self._client: Client | None = None
         # Observers (headgate.contrib.otel.instrument fills them): the producer
         # middleware runs around every enqueue of the app (Client's signature, also over
@@ -123,6 +135,40 @@ class App:
             raise ConfigError(
                 f"App({self.url!r}) enqueues through that server and has no store of its "
                 "own; give its worker one (--store URL, HG_STORE, HG_SQLITE or HG_PG)")
+        return settings
+
+    def own_store_url(self) -> str | None:
+        """The store this app was made with: ``App(url)``'s URL, or the URL of the store
+        given as ``App(store=...)``; None for ``App()``, which takes its command's (or
+        the environment's) store, and for an http(s):// app."""
+        if self._http is None and self.url:
+            return self.url
+        return self._given_store_url
+
+    def command_settings(self, store_url: str | None = None, source: str | None = None
+                         ) -> Settings:
+        """The store a command (``headgate worker``, ``serve --workers``) runs this app
+        on. The command's store is ``store_url`` (``--store``; ``source`` says where it
+        came from), else HG_STORE/HG_SQLITE/HG_PG when set. An app made with a store
+        of its own (``own_store_url``) runs on it, and a command's store naming another
+        database is a ConfigError naming both: the worker would otherwise drain a
+        database the app's producers never write to. ``App()`` takes the command's."""
+        own = self.own_store_url()
+        if own is None:
+            return self.settings(store_url)
+        settings = Settings.from_env().with_store_url(own, "App(url)")
+        if store_url:
+            command, source = store_url, source or store_source(store_url)
+        elif names_a_store():
+            command, source = Settings.from_env().store_url(), store_source(None)
+        else:
+            return settings
+        if not same_store(command, own):
+            made = f"App({redact_url(own)!r})" if own == self.url else "App(store=...)"
+            raise ConfigError(
+                f"the command's store {display_store_url(command)} (from {source}) is not "
+                f"the app's own {display_store_url(own)} (from {made}): name one database, "
+                "or make the app App() to take the command's store")
         return settings
 
     @property
@@ -400,11 +446,12 @@ class App:
         return self._build(self.store, queues, concurrency, options)
 
     def build_worker(self, store_url: str | None = None, *, migrate: bool | None = None,
-                     ) -> Worker:
+                     source: str | None = None) -> Worker:
         """What ``headgate worker --app mod:app`` and ``headgate serve --workers N
-        --app mod:app`` call: open the store (``store_url``, else the app's own),
-        make it the app's, and return ``worker()``."""
-        settings = self.settings(store_url)
+        --app mod:app`` call: open the store (``command_settings``: the app's own, else
+        the command's, refusing two different ones), make it the app's, and return
+        ``worker()``."""
+        settings = self.command_settings(store_url, source)
         if migrate is not None:
             settings = replace(settings, migrate=migrate)
         store = open_store(settings.store_url(), **settings.store_options())

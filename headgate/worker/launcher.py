@@ -7,9 +7,13 @@
 - a callable taking a ``Store`` and returning a ``Worker`` — the recommended form: the
   store comes from ``--store`` or ``HG_STORE``/``HG_SQLITE``/``HG_PG``, so one app
   module runs against any database, or
-- a ``headgate.App`` (anything with ``build_worker(store_url, migrate=...)``): it opens
-  ``--store`` if given, else its own URL (or the environment's), upserts its declared
-  schedules and returns a Worker running its tasks.
+- a ``headgate.App`` (anything with ``build_worker(store_url, migrate=...)``): one made
+  with a URL (or a store) runs on that database, and a ``--store``/``HG_*`` naming
+  another is refused; ``App()`` takes ``--store``, else the environment's. It upserts
+  its declared schedules and returns a Worker running its tasks.
+
+The first log line names the store the worker opened (without a password) and where
+that came from, so a worker on the wrong database is seen at once.
 
 Overrides, strongest first: command-line flags, then ``HG_LEASE_MS`` (lease only), then
 what the app configured.
@@ -33,10 +37,18 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from headgate.config import ConfigError, Settings
+from headgate.config import (
+    ConfigError,
+    Settings,
+    display_store_url,
+    names_a_store,
+    store_source,
+    url_of_store,
+)
 from headgate.store import open_store
 
 from . import logformat
+from .handlers import isolated_modules
 from .runtime import Worker
 from .signals import install_signal_handlers
 
@@ -90,13 +102,16 @@ def check_worker_factory(ref: str, obj: Any) -> None:
 
 
 def load_worker(ref: str, store_url: str | None, env: Mapping[str, str] | None = None,
-                *, migrate: bool | None = None) -> Worker:
+                *, migrate: bool | None = None, source: str | None = None) -> Worker:
     """``migrate`` (None: ``HG_MIGRATE``) says whether opening the store applies pending
-    migrations; a Worker instance opened its own store, so it cannot take either."""
+    migrations; a Worker instance opened its own store, so it cannot take either.
+    ``source`` says where ``store_url`` came from (default ``--store``), for an App's
+    refusal of a store other than its own."""
     obj = import_object(ref)
     build = getattr(obj, "build_worker", None)
     if callable(build) and not isinstance(obj, type):
-        worker = build(store_url, migrate=migrate)
+        worker = build(store_url, migrate=migrate,
+                       **({"source": source} if source is not None else {}))
         if not isinstance(worker, Worker):
             raise ConfigError(f"{ref}.build_worker() returned {type(worker).__name__}, "
                               "not a Worker")
@@ -127,6 +142,22 @@ def load_worker(ref: str, store_url: str | None, env: Mapping[str, str] | None =
     return worker
 
 
+def store_origin(obj: Any, store_url: str | None) -> str:
+    """Where the store of a worker loaded from ``obj`` came from, for its first log line."""
+    if isinstance(obj, Worker):
+        return "the Worker itself"
+    own = getattr(obj, "own_store_url", None)
+    if callable(own) and own() is not None and not (store_url or names_a_store()):
+        return "the App's URL"
+    return store_source(store_url)
+
+
+def log_store(worker: Worker, origin: str) -> None:
+    url = url_of_store(worker.store)
+    log.info("worker store: %s (from %s)",
+             display_store_url(url) if url else type(worker.store).__name__, origin)
+
+
 def env_lease_ms(env: Mapping[str, str] | None = None) -> int | None:
     env = os.environ if env is None else env
     if not env.get("HG_LEASE_MS", "").strip():
@@ -154,6 +185,10 @@ def run_worker(
         concurrency=concurrency, lease_ms=lease_ms, drain_ms=drain_ms, duties=duties,
         isolated=isolated, worker_id=worker_id,
     )
+    # Once the flags are known good (the start's isolation check too), so a refused
+    # flag stays the command's only line.
+    isolated_modules(worker._handlers, worker.config.isolated)
+    log_store(worker, store_origin(import_object(app), store_url))
     install_signal_handlers(worker, drain_ms)
     try:
         return worker.run()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,6 +12,10 @@ from headgate.core import Envelope, InvalidInput, StoreUnavailable
 from headgate.store.activity import ActivityHub
 
 from .connection import Database
+
+# Said with a missing directory, the usual result of one slash too few or too many.
+SQLITE_URL_RULE = ("sqlite:///relative/path.db, three slashes, is relative to the working "
+                   "directory; sqlite:////absolute/path.db, four, is an absolute path")
 
 
 class SqliteStore(SqlStore):
@@ -23,8 +28,10 @@ class SqliteStore(SqlStore):
             # refused before SQLite creates anything (a file in an existing one is made).
             parent = Path(path).parent
             if not parent.is_dir():
+                where = "" if parent.is_absolute() else f" in {os.getcwd()!r}"
                 raise StoreUnavailable(
-                    f"store unavailable: directory {str(parent)!r} does not exist")
+                    f"store unavailable: directory {str(parent)!r} does not exist{where} "
+                    f"({SQLITE_URL_RULE})")
         self.path = path
         self.db = Database(path, busy_timeout_ms)
         self.activity = ActivityHub()
