@@ -227,6 +227,9 @@ def test_phone_tables_stack_and_nothing_scrolls_sideways(server: Server,
         check_page_messages(pg, problems, name)
 
     pg.goto(server.base + "/jobs")
+    # Select-all is the one header cell a phone keeps: there, and tappable.
+    box = pg.locator("#select-all").bounding_box()
+    assert box and box["width"] >= 16 and 0 <= box["x"] < PHONE["width"], box
     menu = pg.locator(".navmenu > summary")
     expect(menu).to_have_text(re.compile(r"Jobs$"))
     menu.click()
