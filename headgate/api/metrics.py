@@ -11,7 +11,8 @@ with a million jobs as with ten:
   per minute, so jobs from that minute before start-up count too). Buckets older
   than two minutes are final and folded into a running total, so each scrape reads
   only the last few buckets. (The history has no admissions column, so admissions are
-  not exported; rejections are, by policy.)
+  not exported; rejections are, by policy: per bucket the most jobs one admission pass
+  held back, so their sum counts job-minutes, not polls.)
 - `headgate_job_wait_seconds{queue}` (available -> running) and
   `headgate_job_run_seconds{queue}` (running -> terminal): histograms with fixed
   buckets (5 ms .. 1 h) from the store's own per-minute latency buckets, written at
@@ -185,8 +186,9 @@ class StoreCollector(Collector):
                 family.add_metric([q["queue"]], totals.get((q["queue"], outcome), 0))
             yield family
         rejections = CounterMetricFamily(
-            "headgate_admission_rejections", "Admission rejections by policy (history "
-            "buckets since the start of the minute this process started in).",
+            "headgate_admission_rejections", "Jobs admission held back, by policy: per "
+            "history bucket the most one admission pass turned away (job-minutes), summed "
+            "since the start of the minute this process started in.",
             labels=["queue", "policy"])
         for q in stats:
             for policy in POLICIES:

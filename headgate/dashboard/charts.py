@@ -33,6 +33,8 @@ class HistoryChart:
     x_ticks: list[dict[str, Any]] = field(default_factory=list)
     columns: list[dict[str, Any]] = field(default_factory=list)  # hover targets, per bucket
     totals: dict[str, int] = field(default_factory=dict)
+    # Per policy, the most jobs one admission pass held back in any bucket (the history
+    # keeps each minute's largest pass: a sum over buckets would be job-minutes).
     rejections: dict[str, int] = field(default_factory=dict)
     empty: bool = True
     buckets: int = 0
@@ -64,7 +66,8 @@ def history_chart(
     width: int = 960, height: int = 284,
 ) -> HistoryChart:
     """Lines for arrived/completed/failed per bucket over [since, now] on the upper
-    plot, and admission rejections by policy as stacked bars in a strip below it with
+    plot, and the jobs admission held back by policy (per bucket, the most one pass
+    turned away: see rows.bump_history) as stacked bars in a strip below it with
     their OWN axis (0 and its nice maximum are labelled beside the strip), so a bar of
     12,484 reads against 0–20,000, never against the lines' 0–500. Each bucket also gets
     a hover column carrying its numbers for the readout (headgate.js)."""
@@ -87,7 +90,7 @@ def history_chart(
         for p in POLICIES:
             rejected[p][i] = int((b.get("admission_rejections") or {}).get(p) or 0)
     chart.totals = {s: sum(v) for s, v in series.items()}
-    chart.rejections = {p: sum(v) for p, v in rejected.items()}
+    chart.rejections = {p: max(v, default=0) for p, v in rejected.items()}
     chart.empty = not any(chart.totals.values()) and not any(chart.rejections.values())
     ymax = _nice_max(max((max(v) for v in series.values()), default=0))
     span_x = right - left

@@ -592,7 +592,7 @@
     var out = fig.querySelector("[data-readout]");
     if (out) {
       out.textContent = d.at + " — arrived " + d.arrived + " · completed " + d.completed +
-        " · failed " + d.failed + " · rejected " + d.rejected;
+        " · failed " + d.failed + " · held back " + d.rejected + " jobs";
       out.classList.add("on");
     }
   }

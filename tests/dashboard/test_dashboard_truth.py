@@ -254,3 +254,19 @@ def test_a_finished_bulk_operation_asks_the_page_to_reload_the_list(store: Any,
     done = text_of(client.get(f"/ops/{op['id']}"))
     assert f'data-op-finished="{op["id"]}"' in done
     assert "Cancel done: 3 jobs; the list is reloaded." in done
+
+
+# -- the rejection strip counts jobs ----------------------------------------------------------
+
+def test_the_rejection_strip_counts_jobs_held_back_not_polls(store: Any, client: Any) -> None:
+    store.upsert_rate_class("smtp", 1, 1000, 1, paused=True)
+    c = headgate.Client(store)
+    for i in range(4):
+        c.enqueue("send", b"%d" % i, queue="emails", rate_class="smtp")
+    for _ in range(25):  # a worker polling
+        assert store.admit("w", ["emails"], capacity=8) == []
+    body = text_of(client.get("/"))
+    legend = body.split('class="legend"', 1)[1].split("</figcaption>", 1)[0]
+    assert "jobs held back, peak minute:" in legend
+    assert "rate class 4</span>" in legend
+    assert "jobs held back by admission" in body

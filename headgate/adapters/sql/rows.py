@@ -88,10 +88,13 @@ ON CONFLICT (queue, bucket_ms) DO UPDATE SET
     arrived = queue_history.arrived + excluded.arrived,
     completed = queue_history.completed + excluded.completed,
     failed = queue_history.failed + excluded.failed,
-    rejected_rate_class = queue_history.rejected_rate_class + excluded.rejected_rate_class,
+    rejected_rate_class = CASE WHEN excluded.rejected_rate_class > queue_history.rejected_rate_class
+        THEN excluded.rejected_rate_class ELSE queue_history.rejected_rate_class END,
     rejected_concurrency_limit =
-        queue_history.rejected_concurrency_limit + excluded.rejected_concurrency_limit,
-    rejected_quarantine = queue_history.rejected_quarantine + excluded.rejected_quarantine
+        CASE WHEN excluded.rejected_concurrency_limit > queue_history.rejected_concurrency_limit
+        THEN excluded.rejected_concurrency_limit ELSE queue_history.rejected_concurrency_limit END,
+    rejected_quarantine = CASE WHEN excluded.rejected_quarantine > queue_history.rejected_quarantine
+        THEN excluded.rejected_quarantine ELSE queue_history.rejected_quarantine END
 """
 
 HISTORY_KEYS = (
@@ -101,7 +104,13 @@ HISTORY_KEYS = (
 
 
 def bump_history(conn, now: int, deltas: dict[str, dict[str, int]]) -> None:
-    """Add per-queue deltas (keys of HISTORY_KEYS) to the current minute bucket."""
+    """Add per-queue deltas (keys of HISTORY_KEYS) to the current minute bucket.
+
+    The rejection counts are not added but kept at their largest: one admission pass
+    counts the jobs it turned away, and every worker's poll passes over the same
+    waiting jobs again, so a sum counted polls (111,175 "rejections" of 4 jobs in a
+    quarter of an hour). The largest pass of the minute is how many jobs were held
+    back in it; summed over minutes it is job-minutes."""
     bucket = minute(now)
     rows = [
         (queue, bucket, *(d.get(k, 0) for k in HISTORY_KEYS))

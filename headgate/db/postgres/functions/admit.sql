@@ -852,10 +852,13 @@ BEGIN
             ORDER BY s.queue COLLATE "C"
             ON CONFLICT (queue, bucket_ms) DO UPDATE SET
                 completed = queue_history.completed + excluded.completed,
-                rejected_rate_class = queue_history.rejected_rate_class + excluded.rejected_rate_class,
-                rejected_concurrency_limit =
-                    queue_history.rejected_concurrency_limit + excluded.rejected_concurrency_limit,
-                rejected_quarantine = queue_history.rejected_quarantine + excluded.rejected_quarantine;
+                -- the jobs one pass turned away, kept at the minute's largest (rows.bump_history)
+                rejected_rate_class =
+                    greatest(queue_history.rejected_rate_class, excluded.rejected_rate_class),
+                rejected_concurrency_limit = greatest(queue_history.rejected_concurrency_limit,
+                                                      excluded.rejected_concurrency_limit),
+                rejected_quarantine =
+                    greatest(queue_history.rejected_quarantine, excluded.rejected_quarantine);
         END IF;
 
         -- The claimed rows in full; one an operator changed meanwhile is not ours.
