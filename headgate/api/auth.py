@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import flask
 
@@ -44,8 +44,9 @@ class Caller:
     identity: str
     read_only: bool = False
     authenticated: bool = False
-    # Whom the audit log names: the tokens file's `name=`, else token_name().
-    name: str = LOCAL_NAME
+    # Whom the audit log names: the tokens file's `name=`, else token_name(). Not part
+    # of equality: `identity` says who the caller is.
+    name: str = field(default=LOCAL_NAME, compare=False)
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,8 @@ class TokenSet:
         )
 
     def name_of(self, token: bytes) -> str:
-        """The configured token's name (looked up after the constant-time match)."""
-        return next((n for t, n in self.names if t == token), None) or token_name(token)
+        """A configured token's name, looked up once the constant-time match found it."""
+        return dict(self.names).get(token) or token_name(token)
 
     @property
     def enabled(self) -> bool:
