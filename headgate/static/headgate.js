@@ -535,13 +535,13 @@
     }
   });
 
-  /* A bulk operation that finished reloads the list it changed, once: its panel (pushed
-   * live, or loaded when it was started) carries data-op-finished. */
+  /* A bulk operation that finished reloads the list it changed, once (its panel, pushed
+   * live or loaded when it was started, carries data-op-finished, and stays). */
   function reloadAfterOperations() {
     document.querySelectorAll("[data-op-finished]").forEach(function (el) {
       if (el._hgSeen) return;
       el._hgSeen = true;
-      refreshRegion("#main");
+      refreshRegion(document.getElementById("job-list") ? "#job-list" : "#main");
       var words = el.getAttribute("data-op-words");
       if (words) flash(words, "ok");
     });
