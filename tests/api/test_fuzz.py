@@ -101,7 +101,9 @@ def seed(api: Api, quarantine: Any = None) -> dict[str, list[str]]:
     work = f"work-{tag}"
     for outcome in (Outcome.SUCCESS, Outcome.SKIP, None):
         job_id = c.enqueue("fuzz.worked", b"x", queue=work, max_attempts=1)
-        claim = s.admit(f"w-{tag}", [work], capacity=1)[0]
+        # An hour's lease: the one left running must not expire mid-run (a lost-lease
+        # set-up for the quarantine routes counts the leases it reclaims).
+        claim = s.admit(f"w-{tag}", [work], capacity=1, lease_ms=3_600_000)[0]
         if outcome is not None:
             s.ack(claim, outcome, result=b'{"ok":true}' if outcome is Outcome.SUCCESS else None)
         ids.append(job_id)
@@ -125,6 +127,7 @@ def seed(api: Api, quarantine: Any = None) -> dict[str, list[str]]:
         "fingerprint": fingerprints,
         "op_id": [op["id"]],
         "worker_id": [f"w-{tag}"],
+        "kind": ["fuzz.worked", "fuzz.pending"],
     }
 
 
