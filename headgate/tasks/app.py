@@ -158,7 +158,8 @@ class App:
             return self.settings(store_url)
         settings = Settings.from_env().with_store_url(own, "App(url)")
         if store_url:
-            command, source = store_url, source or store_source(store_url)
+            source = source or store_source(store_url)
+            command = Settings.from_env().with_store_url(store_url, source).store_url()
         elif names_a_store():
             command, source = Settings.from_env().store_url(), store_source(None)
         else:

@@ -204,6 +204,9 @@ def test_the_library_applies_the_same_rule(tmp_path: Path,
     with pytest.raises(ConfigError, match=r"store sqlite:///.*/b\.db \(from --store\) is "
                                           r"not the app's own"):
         own.build_worker("sqlite:///b.db")
+    with pytest.raises(ConfigError, match="--store: 'sqlite://b.db' is not a SQLite URL: "
+                                          "sqlite:///relative/path.db"):
+        own.command_settings("sqlite://b.db")  # malformed: the rule, not a conflict
     monkeypatch.setenv("HG_SQLITE", "env.db")
     with pytest.raises(ConfigError, match=r"\(from \$HG_SQLITE\)"):
         own.command_settings()
