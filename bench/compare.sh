@@ -22,12 +22,10 @@
 #   wal_sqlite wal_pg         bench/wal.py (WAL bytes/job, W1-W3, plain and policies)
 #   http                      bench/http.py (both stores and the ceiling)
 #   memory                    bench/memory.py (worker after MEM_JOBS, serve under load)
-# chancy and dbos drain below ~100 jobs/s, so their W3 runs at N_SLOW (the harness's
-# convention, 5000; W1, W2, W4 at N); SKIP_SLOW=1 leaves their W3 out altogether.
-# WAL bytes per job run at N_WAL (5000): on machine D W1 wrote 15,350 bytes a job at
-# 5,000 jobs and 15,392 at 20,000, W3 9,591 and 9,640, the raw loops within 1 %, W2 with
-# policies 625 and 721 (its indexes split more pages as the table grows); the pinned WAL
-# makes a run slower the longer it gets (56 s at 5,000, 17 of 52 minutes at 20,000).
+# chancy and dbos drain far slower than the others, so their W3 runs at N_SLOW (the
+# harness's convention, 5000; W1, W2, W4 at N); SKIP_SLOW=1 leaves their W3 out altogether.
+# WAL bytes per job run at N_WAL (5000): the figures move little with N, and the pinned
+# WAL makes a run slower the longer it gets (figures in docs/PERFORMANCE.md, Method).
 #
 # Environment: N (20000), N_SLOW (5000), N_WAL (5000), RUNS (3: rounds of the peer rows, runs of the
 # others), ONLY, SKIP, SKIP_SLOW, MEM_JOBS (100000), MEM_SERVE (20000), HTTP_SECONDS (8),

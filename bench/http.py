@@ -1,7 +1,7 @@
 """The HTTP enqueue benchmark: `python bench/http.py …`.
 
 The implementation, and its documentation, is in bench/httpbench.py. This file only
-carries the name the issue asks for, which is also the name of a standard-library
+carries the name the benchmark is known by, which is also the name of a standard-library
 package. Every script run as `python bench/<name>.py` has bench/ first on sys.path, so an
 `import http.client` anywhere in it (requests, urllib) finds this file first: imported
 under that name, it loads the standard library's `http` package and steps aside for it

@@ -1,7 +1,7 @@
 """The inspection benchmark: `python bench/inspect.py --store sqlite|pg …`.
 
 The implementation, and its documentation, is in bench/inspection.py. This file only
-carries the name the issue asks for — which is also the name of a standard-library
+carries the name the benchmark is known by — which is also the name of a standard-library
 module. Every script run as `python bench/<name>.py` has bench/ first on sys.path, so an
 `import inspect` anywhere in it (dataclasses does one) finds this file: imported under
 that name, it therefore loads the standard library's `inspect` and steps aside for it.

@@ -1,8 +1,8 @@
 """A batch enqueue by COPY: the function's early exit for batches.
 
 `headgate_enqueue_v3` inserts a batch with `INSERT … SELECT FROM unnest(…)` of one array
-per column; COPY of the same rows costs the server about a quarter less (1,000 rows with
-the counter triggers: 13.7–15.4 ms against 18.6–20.1 through the function, machine C).
+per column; COPY of the same rows costs the server about a quarter less (figures in
+docs/PERFORMANCE.md, PostgreSQL W2).
 A batch goes this way when the function would decide nothing for it but the insert: no
 unique keys, every queue already has a row and no enqueue limit, no fingerprint is
 quarantined, every id is new. The queue locks and those checks are one statement (its
