@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -270,3 +271,32 @@ def test_headgate_worker_django_without_a_usable_project_is_one_error_line(
     assert result.returncode == 2, result.stderr
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"headgate: error: {message}"), line
+
+
+def test_headgate_worker_django_names_its_store_and_refuses_another(
+        store_url: str, tmp_path: Path) -> None:
+    """The backend's URL is the worker's store: a `--store` naming another database is
+    refused with one line naming both (the worker would drain a database the site never
+    writes to); the backend's own URL, given again, is its first log line."""
+    env = {k: v for k, v in site_env(tmp_path, store_url).items() if k != "PYTHONPATH"}
+    other = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    refused = subprocess.run([*headgate_cmd(), "worker", "--django", "--store", other],
+                             cwd=SITE, env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2, refused.stderr
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith("headgate: error: the command's store"), line
+    assert "elsewhere.db" in line and "App(" in line
+    log = tmp_path / "named.err"
+    with log.open("wb") as err:
+        worker = subprocess.Popen(
+            [*headgate_cmd(), "worker", "--django", "--store", store_url,
+             "--drain-ms", "500"], cwd=SITE, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 60
+        while "worker store:" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    first = log.read_text().splitlines()[0]
+    assert "worker store:" in first and "(from --store)" in first, first

@@ -38,7 +38,7 @@ from headgate.config import ConfigError
 from headgate.core import Job, State
 from headgate.store import open_store
 from headgate.worker import JobContext, Retry, Worker
-from headgate.worker.launcher import env_lease_ms
+from headgate.worker.launcher import env_lease_ms, log_store, store_origin
 
 from . import compat
 from .backend import HeadgateBackend, error_text
@@ -109,13 +109,13 @@ def _as_running(job: Job, ctx: JobContext) -> Job:
 def build_worker(backend: HeadgateBackend, *, store_url: str | None = None,
                  queues: Iterable[str] | None = None, concurrency: int = 10,
                  migrate: bool | None = None, **options: Any) -> Worker:
-    """A Worker on ``store_url`` (default: the backend's URL when it is a store's, else
-    HG_STORE/HG_SQLITE/HG_PG) running every task of the backend. ``migrate`` (None:
-    ``HG_MIGRATE``) says whether opening the store applies pending migrations."""
-    url = store_url
-    if url is None and backend.url and not backend.url.startswith(("http://", "https://")):
-        url = backend.url
-    settings = backend.app.settings(url)
+    """A Worker on the backend's store URL, or on ``store_url`` (``--store``) /
+    HG_STORE/HG_SQLITE/HG_PG when the backend names none (an http(s) backend). A
+    command's store naming another database than the backend's own URL is a
+    ConfigError naming both, as for an App: the worker would drain a database the
+    producers never write to. ``migrate`` (None: ``HG_MIGRATE``) says whether opening
+    the store applies pending migrations."""
+    settings = backend.app.command_settings(store_url)
     if migrate is not None:
         settings = replace(settings, migrate=migrate)
     store = open_store(settings.store_url(), **settings.store_options())
@@ -177,6 +177,7 @@ def run_backend_worker(
         worker.configure(lease_ms=lease_ms if lease_ms is not None else env_lease_ms(),
                          drain_ms=drain_ms, duties=duties, isolated=isolated,
                          worker_id=worker_id)
+        log_store(worker, store_origin(compat.task_backends[alias].app, store_url))
         return worker.run()  # SIGTERM/SIGINT drain, as under headgate worker
     finally:
         worker.store.close()
