@@ -18,6 +18,11 @@ with a million jobs as with ten:
   buckets (5 ms .. 1 h) from the store's own per-minute latency buckets, written at
   admit and ack time by every process, so each server exports the fleet's figures.
 - `headgate_http_request_duration_seconds{method,endpoint,status}`: request latency.
+- `headgate_store_oldest_transaction_seconds`, `headgate_store_wal_bytes` (SQLite) and
+  `headgate_store_xmin_age_transactions` (PostgreSQL): what a long-held snapshot does
+  to the store (`Store.transaction_horizon`; docs/RELIABILITY.md, Held snapshots). The
+  one read that is not a maintained figure: a stat of the WAL file, or one query of
+  pg_stat_activity.
 A registry per app, so several apps in one process (tests, embedding) do not collide.
 """
 
@@ -197,6 +202,31 @@ class StoreCollector(Collector):
         yield rejections
         if self.latency is not None:
             yield from latency_families(self.latency.read(store))
+        yield from horizon_families(store.transaction_horizon())
+
+
+def horizon_families(h: dict[str, Any]) -> Iterator[Metric]:
+    """The transaction-horizon gauges; an engine that cannot know a figure omits it."""
+    seen = ("this process's store connections" if h.get("transactions_seen") == "process"
+            else "client sessions on this database, idle ones excluded")
+    oldest = GaugeMetricFamily(
+        "headgate_store_oldest_transaction_seconds",
+        f"Age of the oldest open transaction of {seen}; 0 when none is open.")
+    age_ms = h.get("oldest_transaction_ms")
+    oldest.add_metric([], (age_ms or 0) / 1000)
+    yield oldest
+    if h.get("wal_bytes") is not None:
+        wal = GaugeMetricFamily(
+            "headgate_store_wal_bytes", "Size of the SQLite WAL file on disk; past "
+            f"{h.get('wal_limit_bytes')} bytes it is truncated once no reader holds it.")
+        wal.add_metric([], h["wal_bytes"])
+        yield wal
+    if h.get("engine") == "postgres":
+        xmin = GaugeMetricFamily(
+            "headgate_store_xmin_age_transactions", "Transactions since the oldest "
+            "snapshot a session on this database holds (age(backend_xmin)); 0 when none.")
+        xmin.add_metric([], h.get("xmin_age") or 0)
+        yield xmin
 
 
 class Metrics:

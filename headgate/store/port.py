@@ -130,6 +130,16 @@ class Store(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def transaction_horizon(self) -> dict[str, Any]:
+        """What holds the store's cleanup back, for monitoring: `{"engine",
+        "wal_bytes" (SQLite's WAL file), "oldest_transaction_ms" (None: none open),
+        "transactions_seen" ("process": this process's connections only; "database":
+        every session), "xmin_age" (PostgreSQL: transactions since the oldest snapshot
+        still held)}`; None where the engine cannot know. A long-held snapshot keeps
+        every row version (PostgreSQL) or WAL frame (SQLite) written after it."""
+        return {"engine": getattr(self, "backend", None), "wal_bytes": None,
+                "oldest_transaction_ms": None, "transactions_seen": None, "xmin_age": None}
+
     # -- producing -------------------------------------------------------------------
     @abstractmethod
     def enqueue_many(self, envelopes: Sequence[Envelope]) -> list[str]:

@@ -27,6 +27,14 @@ from .notify import FinishedListener, Listener, Notifier, new_origin
 
 log = logging.getLogger("headgate.postgres")
 
+TRANSACTION_HORIZON = """
+SELECT (extract(epoch FROM clock_timestamp() - min(xact_start)) * 1000)::bigint,
+       max(age(backend_xmin))
+FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid()
+  AND backend_type = 'client backend' AND state <> 'idle' AND xact_start IS NOT NULL
+"""
+
 
 class PostgresStore(ServerAdmission, SqlStore):
     backend = "postgres"
@@ -76,6 +84,19 @@ class PostgresStore(ServerAdmission, SqlStore):
             if self._finished is None:
                 self._finished = FinishedListener(self.url)
         return self._finished.watch(job_id, callback)
+
+    def transaction_horizon(self) -> dict[str, Any]:
+        """The oldest open transaction of any client session on this database (not
+        this query's) and the age of the oldest snapshot (`backend_xmin`): what keeps
+        vacuum from removing the dead row versions every claim and ack leave. Idle
+        sessions hold neither. Other roles' sessions show their times only to a role
+        with pg_read_all_stats (e.g. pg_monitor)."""
+        with self.db.read() as conn:
+            age_ms, xmin_age = conn.execute(TRANSACTION_HORIZON).fetchone()
+        return {"engine": "postgres", "wal_bytes": None, "wal_limit_bytes": None,
+                "oldest_transaction_ms": None if age_ms is None else int(age_ms),
+                "transactions_seen": "database",
+                "xmin_age": None if xmin_age is None else int(xmin_age)}
 
     def capabilities(self) -> tuple[str, ...]:
         caps = ["transactional", "inspect"]

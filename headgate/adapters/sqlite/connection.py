@@ -24,7 +24,7 @@ from headgate.adapters.migrations import (
 )
 from headgate.core import StoreUnavailable
 
-from .checkpoint import Checkpointer
+from .checkpoint import WAL_SIZE_LIMIT, Checkpointer
 
 BUSY_TIMEOUT_MS = 5_000
 
@@ -47,19 +47,26 @@ def _unavailable(exc: sqlite3.Error) -> StoreUnavailable:
 
 
 class Database:
-    def __init__(self, path: str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+    def __init__(self, path: str, busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+                 wal_limit: int = WAL_SIZE_LIMIT) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
+        self.wal_limit = wal_limit
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
-        self.checkpointer = Checkpointer(self._checkpoint_connection)
-        self._probe: sqlite3.Connection | None = None
-        self._probe_lock = threading.Lock()
         # This process's writers queue here rather than in SQLite's busy handler, which
         # polls with sleeps of up to 100 ms: under 16 server threads that sleep was the
         # p99 of an HTTP enqueue. Other processes still meet busy_timeout.
         self._write_lock = threading.Lock()
+        self.checkpointer = Checkpointer(
+            self._checkpoint_connection, wal_limit=wal_limit, write_lock=self._write_lock,
+            wal_path=None if path == ":memory:" else path + "-wal")
+        # Monotonic start of each open transaction of this process's store connections,
+        # by thread (one connection per thread): SQLite cannot say who holds a snapshot.
+        self._open_since: dict[int, float] = {}
+        self._probe: sqlite3.Connection | None = None
+        self._probe_lock = threading.Lock()
         # Added to the process clock (never negative: the store's order must not reverse).
         self.clock_offset_ms = 0
 
@@ -83,6 +90,9 @@ class Database:
                 conn.execute("PRAGMA synchronous = NORMAL")
                 # The checkpointer thread keeps the WAL short; this (~40 MB) is its fallback.
                 conn.execute("PRAGMA wal_autocheckpoint = 40000")
+                # A writer that starts the WAL over cuts the file back to this
+                # (checkpoint.py: what a long reader leaves behind).
+                conn.execute(f"PRAGMA journal_size_limit = {int(self.wal_limit)}")
                 conn.execute("PRAGMA cache_size = -65536")
                 conn.execute("PRAGMA foreign_keys = OFF")
             except sqlite3.Error as exc:
@@ -96,11 +106,13 @@ class Database:
     def write(self) -> Iterator[tuple[sqlite3.Connection, int]]:
         """BEGIN IMMEDIATE … COMMIT, yielding the connection and the store clock."""
         conn = self.connection()
+        thread = threading.get_ident()
         with self._write_lock:
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise _unavailable(exc) from exc
+            self._open_since[thread] = time.monotonic()
             changes = conn.total_changes
             try:
                 yield conn, self.now_ms()
@@ -111,6 +123,8 @@ class Database:
                 if isinstance(exc, sqlite3.OperationalError):
                     raise _unavailable(exc) from exc
                 raise
+            finally:
+                self._open_since.pop(thread, None)
         self.checkpointer.committed(conn.total_changes - changes)
 
     def data_version(self) -> int:
@@ -136,17 +150,30 @@ class Database:
     def read(self) -> Iterator[sqlite3.Connection]:
         """A consistent snapshot for multi-statement reads."""
         conn = self.connection()
+        thread = threading.get_ident()
         try:
             conn.execute("BEGIN")
         except sqlite3.Error as exc:
             raise _unavailable(exc) from exc
+        self._open_since[thread] = time.monotonic()
         try:
             yield conn
         except sqlite3.OperationalError as exc:
             raise _unavailable(exc) from exc
         finally:
+            self._open_since.pop(thread, None)
             if conn.in_transaction:
                 conn.execute("COMMIT")
+
+    def oldest_transaction_ms(self) -> int | None:
+        """Age of the oldest transaction open on this process's store connections
+        (`read`, `write`), None when none is. Other processes' readers are not seen:
+        SQLite keeps no record of who reads which snapshot, only the WAL's growth shows
+        them (`checkpointer.wal_bytes`)."""
+        starts = list(self._open_since.values())
+        if not starts:
+            return None
+        return int((time.monotonic() - min(starts)) * 1000)
 
     @contextmanager
     def read_with_clock(self) -> Iterator[tuple[sqlite3.Connection, int]]:

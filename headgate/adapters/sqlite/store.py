@@ -6,11 +6,13 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from headgate.adapters.sql.store import SqlStore
 from headgate.core import Envelope, InvalidInput, StoreUnavailable
 from headgate.store.activity import ActivityHub
 
+from .checkpoint import WAL_SIZE_LIMIT
 from .connection import Database
 
 # Said with a missing directory, the usual result of one slash too few or too many.
@@ -22,7 +24,7 @@ class SqliteStore(SqlStore):
     backend = "sqlite"
 
     def __init__(self, path: str, *, migrate: bool = True, busy_timeout_ms: int = 5_000,
-                 crash_limit: int = 3) -> None:
+                 crash_limit: int = 3, wal_limit_bytes: int = WAL_SIZE_LIMIT) -> None:
         if path != ":memory:":
             # A missing directory is a typo in the path, not a request for a new tree:
             # refused before SQLite creates anything (a file in an existing one is made).
@@ -33,7 +35,7 @@ class SqliteStore(SqlStore):
                     f"store unavailable: directory {str(parent)!r} does not exist{where} "
                     f"({SQLITE_URL_RULE})")
         self.path = path
-        self.db = Database(path, busy_timeout_ms)
+        self.db = Database(path, busy_timeout_ms, wal_limit_bytes)
         self.activity = ActivityHub()
         self.crash_limit = crash_limit
         if migrate:
@@ -67,3 +69,11 @@ class SqliteStore(SqlStore):
     def now_ms(self) -> int:
         """The process clock, read by whoever holds the write lock: one order for all."""
         return self.db.now_ms()
+
+    def transaction_horizon(self) -> dict[str, Any]:
+        """The WAL file's size on disk (what any process's long reader makes grow) and
+        the oldest transaction of this process's own connections (connection.py)."""
+        return {"engine": "sqlite", "wal_bytes": self.db.checkpointer.wal_bytes(),
+                "wal_limit_bytes": self.db.wal_limit,
+                "oldest_transaction_ms": self.db.oldest_transaction_ms(),
+                "transactions_seen": "process", "xmin_age": None}
