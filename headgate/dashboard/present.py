@@ -107,6 +107,16 @@ def number(n: int | float | None) -> str:
     return f"{int(n):,}"
 
 
+def byte_size(n: int | None) -> str:
+    """`0 B`, `812 kB`, `491.2 MB`, `1.3 GB` (decimal units, as disk tools print them)."""
+    if n is None:
+        return "—"
+    for size, unit in ((10**9, "GB"), (10**6, "MB"), (1000, "kB")):
+        if n >= size:
+            return f"{n / size:.1f} {unit}" if n < 100 * size else f"{n // size:,} {unit}"
+    return f"{n} B"
+
+
 def rate(per_s: float | None) -> str:
     """Jobs per second, or per minute when slower than one a second."""
     if not per_s:

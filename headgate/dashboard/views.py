@@ -44,6 +44,9 @@ THROUGHPUT_SPAN_MS = 15 * 60_000
 LATENCY_WINDOW_MS = 3_600_000
 # Running jobs read for the workers page (more than any fleet's slots in practice).
 RUNNING_LIMIT = 1000
+# A transaction open longer than this is flagged on the Cluster page (the alert
+# threshold docs/RELIABILITY.md suggests).
+LONG_TRANSACTION_MS = 5 * 60_000
 NAV: tuple[tuple[str, str, str], ...] = (
     ("overview", "dashboard.overview", "Queues"),
     ("jobs", "dashboard.jobs", "Jobs"),
@@ -584,9 +587,27 @@ def cluster_summary(live: list[dict[str, Any]], every: list[dict[str, Any]],
     }
 
 
+def store_health(s: Any) -> dict[str, Any]:
+    """The store's transaction horizon (the figures /metrics exports), worded: what a
+    long-held snapshot is costing, on either engine."""
+    h = s.transaction_horizon()
+    age = h.get("oldest_transaction_ms")
+    return {
+        **h,
+        "oldest": present.duration(age, empty="none open"),
+        "long": age is not None and age > LONG_TRANSACTION_MS,
+        "scope": ("this server's own connections" if h.get("transactions_seen") == "process"
+                  else "any session on this database"),
+        "wal": None if h.get("wal_bytes") is None else present.byte_size(h["wal_bytes"]),
+        "wal_over": (h.get("wal_bytes") or 0) > (h.get("wal_limit_bytes") or 0),
+        "wal_limit": present.byte_size(h.get("wal_limit_bytes")),
+    }
+
+
 @bp.get("/cluster")
 def cluster() -> str:
     s = store()
     summary = cluster_summary(s.list_workers(WORKER_STALE_MS), s.list_workers(WORKER_ALL_MS),
                               s.queue_stats())
-    return render("cluster.html", page="cluster", title="Cluster", c=summary)
+    return render("cluster.html", page="cluster", title="Cluster", c=summary,
+                  health=store_health(s))
