@@ -12,10 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from headgate.core.schema_constants import QUEUE_LOCK_SEED
-
-# A queue's admission lock; its hash seed is the one every other statement's lock uses.
-QUEUE_LOCK = f"SELECT pg_advisory_xact_lock(hashtextextended(?, {QUEUE_LOCK_SEED}))"
+# A queue's admission lock: headgate/db/postgres/functions/checks.sql's, which every
+# PostgreSQL statement that takes the lock calls.
+QUEUE_LOCK = "SELECT headgate_lock_queue_v1(?)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,8 @@ per column; COPY of the same rows costs the server about a quarter less (figures
 docs/PERFORMANCE.md, PostgreSQL W2).
 A batch goes this way when the function would decide nothing for it but the insert: no
 unique keys, every queue already has a row and no enqueue limit, no fingerprint is
-quarantined, every id is new. The queue locks and those checks are one statement (its
+quarantined (the gate the function and the plain statement call), every id is new. The
+queue locks and those checks are one statement (its
 snapshot predates the locks, as ENQUEUE_PLAIN's does: a quarantine or a limit committed
 in between applies from the next enqueue on); then the COPY, whose rows are the ones
 SQLite's batch inserts (`_insert_row`), and the arrivals and the wake-up NOTIFY with
@@ -30,14 +31,13 @@ from .connection import CLOCK
 from .notify import encode
 
 # The queues' locks in the order every enqueue and admission takes them (sorted, "C"),
-# then whether the batch may skip the function.
+# then whether the batch may skip the function: the function's own gate
+# (headgate_enqueue_gate_v1, db/postgres/functions/checks.sql; the queues distinct).
 LOCK_AND_CHECK = f"""
-SELECT ({CLOCK}),
-       NOT EXISTS (SELECT 1 FROM quarantine WHERE fingerprint = ANY(%(fingerprints)s::text[]))
-       AND (SELECT count(*) FROM queues WHERE name = ANY(%(queues)s::text[])
-            AND max_unfinished_jobs IS NULL) = cardinality(%(queues)s::text[])
-FROM (SELECT count(pg_advisory_xact_lock(hashtextextended(u.name, headgate_queue_lock_seed())))
-      FROM unnest(%(queues)s::text[]) AS u(name)) AS locked
+SELECT ({CLOCK}), gate.plain
+FROM (SELECT count(headgate_lock_queue_v1(u.name))
+      FROM unnest(%(queues)s::text[]) AS u(name)) AS locked,
+     headgate_enqueue_gate_v1(%(queues)s::text[], %(fingerprints)s::text[]) AS gate
 """
 COPY_JOBS = """
 COPY jobs (id, kind, schema_version, payload, fingerprint, queue, priority, partition_key,

@@ -41,9 +41,11 @@ CALL_ONE = f"headgate_enqueue_v3({ONE_ARGS})"
 ENQUEUE_ONE = RESULT + "\nFROM " + CALL_ONE
 # One job without a unique key as one plain statement: the function's early exit, sent
 # first (no PL/pgSQL frame: on a backend idle between jobs the function's call cost
-# ~1 ms more than the insert itself). It takes the queue's lock,
-# then inserts only when the queue row exists, has no enqueue limit and the fingerprint
-# is not quarantined, and the id is new; it returns how many rows it inserted (0 or 1).
+# ~1 ms more than the insert itself). It takes the queue's lock, then inserts only when
+# the function's gate says plain (headgate_enqueue_gate_v1 in
+# headgate/db/postgres/functions/checks.sql: the queue row exists, has no enqueue limit
+# and the fingerprint is not quarantined), and the id is new; it returns how many rows
+# it inserted (0 or 1).
 # Anything else (a replayed or conflicting id, quarantine, backpressure, a first job on
 # a new queue) inserts nothing and is left to headgate_enqueue_v3, which decides it after
 # the lock. Those checks read the statement's snapshot, taken before the lock: a
@@ -53,12 +55,11 @@ ENQUEUE_ONE = RESULT + "\nFROM " + CALL_ONE
 ENQUEUE_PLAIN = """
 WITH clock AS MATERIALIZED (
     SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms,
-           count(pg_advisory_xact_lock(
-               hashtextextended(%(queue)s::text, headgate_queue_lock_seed()))) AS locked
+           count(headgate_lock_queue_v1(%(queue)s::text)) AS locked
 ), ready AS MATERIALIZED (
-    SELECT clock.now_ms FROM clock
-    JOIN queues q ON q.name = %(queue)s::text AND q.max_unfinished_jobs IS NULL
-    WHERE NOT EXISTS (SELECT 1 FROM quarantine WHERE fingerprint = %(fingerprint)s::text)
+    SELECT clock.now_ms FROM clock,
+         headgate_enqueue_gate_v1(ARRAY[%(queue)s::text], ARRAY[%(fingerprint)s::text]) AS gate
+    WHERE gate.plain
 ), inserted AS (
     INSERT INTO jobs (id, kind, schema_version, payload, fingerprint, queue, priority,
         partition_key, rate_class, weight, state, scheduled_at_ms, max_attempts,

@@ -95,7 +95,7 @@ BEGIN
                          hashtextextended(encode(u.key, 'hex'), headgate_key_lock_seed()) AS h
                   FROM unnest(p_unique_key) AS u(key) WHERE u.key IS NOT NULL
                   UNION
-                  SELECT 2, u.name, hashtextextended(u.name, headgate_queue_lock_seed())
+                  SELECT 2, u.name, headgate_queue_lock_key_v1(u.name)
                   FROM unnest(received_queues) AS u(name)) AS l
               ORDER BY l.grp, l.name COLLATE "C") AS l;
     END IF;
@@ -105,21 +105,16 @@ BEGIN
     -- backpressure read below sees counts no other writer is changing (taken again when
     -- held: advisory locks nest). In the same statement (without unique keys its snapshot
     -- is older than the queue locks: a quarantine, a limit or an id committed meanwhile
-    -- counts from the next enqueue on): which ids exist, the first quarantined
-    -- fingerprint, and whether a queue row is missing or limits enqueues (else two
-    -- statements are skipped).
+    -- counts from the next enqueue on): which ids exist, and the enqueue gate of
+    -- checks.sql, which the plain statement and COPY batches call too: the first
+    -- quarantined fingerprint, and whether a queue row is missing or limits enqueues
+    -- (else two statements are skipped).
     SELECT ARRAY(SELECT j.id FROM jobs j WHERE j.id = ANY(p_id)),
-           (SELECT q.fingerprint FROM quarantine q WHERE q.fingerprint = ANY(p_fingerprint)
-            ORDER BY q.fingerprint LIMIT 1),
-           queue_rows.missing, queue_rows.limited
+           gate.quarantined, gate.missing, gate.limited
     INTO existing, subject, missing, limited
-    FROM (SELECT count(pg_advisory_xact_lock(
-                      hashtextextended(u.name, headgate_queue_lock_seed())))
+    FROM (SELECT count(headgate_lock_queue_v1(u.name))
           FROM unnest(received_queues) AS u(name)) AS locked,
-         (SELECT bool_or(q.name IS NULL) AS missing,
-                 bool_or(q.max_unfinished_jobs IS NOT NULL) AS limited
-          FROM unnest(received_queues) AS u(name)
-          LEFT JOIN queues q ON q.name = u.name) AS queue_rows;
+         headgate_enqueue_gate_v1(received_queues, p_fingerprint) AS gate;
 
     -- Caller-supplied ids: the same content again is success without a rewrite,
     -- different content is a conflict.
@@ -183,9 +178,8 @@ BEGIN
         END IF;
         received_queues := ARRAY(SELECT DISTINCT b.queue COLLATE "C"
                                  FROM unnest(p_queue) AS b(queue) ORDER BY 1);
-        subject := (SELECT q.fingerprint FROM quarantine q
-                    WHERE q.fingerprint = ANY(p_fingerprint)
-                    ORDER BY q.fingerprint LIMIT 1);
+        SELECT gate.quarantined, gate.missing, gate.limited INTO subject, missing, limited
+        FROM headgate_enqueue_gate_v1(received_queues, p_fingerprint) AS gate;
     END IF;
 
     IF subject IS NOT NULL THEN
