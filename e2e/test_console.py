@@ -390,7 +390,8 @@ def test_with_api_tokens_the_console_asks_for_a_sign_in(e2e_db: Any, page: Any,
         expect(page.locator("#flash")).to_contain_text("Queue paused")
         stats = requests_get(srv.base + "/api/v1/queues", "e2e-token-1")
         assert next(q for q in stats if q["queue"] == "billing")["paused"] is True
-        page.get_by_role("button", name="Resume queue").click()
+        # The page's own button (with waiting jobs, the "paused" banner offers one too).
+        page.locator("#queue-stats .row").get_by_role("button", name="Resume queue").click()
         expect(page.locator("#flash")).to_contain_text("Queue resumed")
         # Pausing a schedule reads it from the API first: as this session, too.
         page.goto(srv.base + "/periodic")
