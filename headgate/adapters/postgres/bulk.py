@@ -6,19 +6,18 @@ docs/PERFORMANCE.md, PostgreSQL W2).
 A batch goes this way when the function would decide nothing for it but the insert: no
 unique keys, every queue already has a row and no enqueue limit, no fingerprint is
 quarantined (the gate the function and the plain statement call), every id is new. The
-queue locks and those checks are one statement (its
-snapshot predates the locks, as ENQUEUE_PLAIN's does: a quarantine or a limit committed
-in between applies from the next enqueue on); then the COPY, whose rows are the ones
-SQLite's batch inserts (`_insert_row`), and the arrivals and the wake-up NOTIFY with
-the COMMIT. A batch that fails a check, or whose COPY meets an id that exists, is
-rolled back and left to the function, which decides it. Three round trips against one,
-~0.5 ms of a batch's ~20.
+queue locks and those checks are one statement (its snapshot predates the locks, as
+ENQUEUE_PLAIN's does: a quarantine or a limit committed in between applies from the next
+enqueue on); then the COPY, whose rows are the ones SQLite's batch inserts
+(`_insert_row`; the insert trigger counts them and their arrivals), and the wake-up
+NOTIFY with the COMMIT. A batch that fails a check, or whose COPY meets an id that
+exists, is rolled back and left to the function, which decides it. Three round trips
+against one, ~0.5 ms of a batch's ~20.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections import Counter
 from collections.abc import Sequence
 from typing import cast
 
@@ -28,7 +27,6 @@ from headgate.adapters.sql.enqueue import EnqueueResult, _insert_row
 from headgate.core import Envelope
 
 from .connection import CLOCK
-from .notify import encode
 
 # The queues' locks in the order every enqueue and admission takes them (sorted, "C"),
 # then whether the batch may skip the function: the function's own gate
@@ -45,18 +43,8 @@ COPY jobs (id, kind, schema_version, payload, fingerprint, queue, priority, part
     sticky_worker, headers, enqueued_at_ms, periodic_schedule_id, periodic_tick_ms,
     was_pending) FROM STDIN
 """
-ARRIVED_AND_NOTIFY = """
-WITH arrived AS (
-    INSERT INTO queue_history (queue, bucket_ms, arrived)
-    SELECT a.queue, %(now)s - %(now)s %% headgate_history_bucket_ms(), a.n
-    FROM unnest(%(queues)s::text[], %(counts)s::bigint[]) AS a(queue, n)
-    ON CONFLICT (queue, bucket_ms) DO UPDATE SET
-        arrived = queue_history.arrived + excluded.arrived
-    RETURNING 1
-)
-SELECT count(pg_notify('headgate', %(payload)s::text))
-FROM (SELECT count(*) FROM arrived) AS written WHERE %(payload)s::text IS NOT NULL
-"""
+# The function's wake-up NOTIFY (checks.sql), sent with the COMMIT.
+WAKE = "SELECT headgate_wake_v1(%(origin)s::text, %(queues)s::text[])"
 
 
 def qualifies(envs: Sequence[Envelope]) -> bool:
@@ -67,8 +55,7 @@ def copy_batch(raw: psycopg.Connection, envs: Sequence[Envelope],
                origin: str | None) -> EnqueueResult | None:
     """The batch inserted on `raw` (autocommit, no transaction open), or None with
     nothing written when the function must decide it."""
-    arrived = Counter(e.queue for e in envs)
-    queues = sorted(arrived)
+    queues = sorted({e.queue for e in envs})
     fingerprints = sorted(cast("set[str]", {e.fingerprint for e in envs}))  # validated: all set
     raw.execute("BEGIN")
     try:
@@ -87,11 +74,9 @@ def copy_batch(raw: psycopg.Connection, envs: Sequence[Envelope],
         with contextlib.suppress(psycopg.Error):  # a lost connection is closed by the pool
             raw.execute("ROLLBACK")
         raise
-    payload = None if origin is None else encode(set(queues), origin)
     with raw.pipeline():
-        raw.execute(ARRIVED_AND_NOTIFY, {
-            "now": now, "queues": queues, "counts": [arrived[q] for q in queues],
-            "payload": payload})
+        if origin is not None:
+            raw.execute(WAKE, {"origin": origin, "queues": queues})
         raw.execute("COMMIT")
     return EnqueueResult(ids=[e.id for e in envs], inserted=len(envs),  # type: ignore[misc]
                          queues=set(queues))

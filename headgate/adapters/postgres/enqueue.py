@@ -1,8 +1,8 @@
 """PostgreSQL enqueue in one round trip: the batch as arrays to `headgate_enqueue_v3`
 (headgate/db/postgres/functions/enqueue.sql), which checks ids, quarantine, unique keys
-and backpressure, inserts, counts and sends the wake-up NOTIFY inside the same
-transaction: PostgreSQL's statement of the enqueue policy, as
-headgate/adapters/sql/enqueue.py is SQLite's.
+and backpressure, inserts (the insert trigger counts the jobs and their arrivals) and
+sends the wake-up NOTIFY inside the same transaction: PostgreSQL's statement of the
+enqueue policy, as headgate/adapters/sql/enqueue.py is SQLite's.
 
 Run in Python over the network, that policy cost about ten round trips (the clock,
 BEGIN, each lock and check, each insert, COMMIT), and a producer's call waits for every
@@ -40,18 +40,18 @@ ONE_ARGS = """ARRAY[%b::text], ARRAY[%b::text], ARRAY[%b::integer],
 CALL_ONE = f"headgate_enqueue_v3({ONE_ARGS})"
 ENQUEUE_ONE = RESULT + "\nFROM " + CALL_ONE
 # One job without a unique key as one plain statement: the function's early exit, sent
-# first (no PL/pgSQL frame: on a backend idle between jobs the function's call cost
-# ~1 ms more than the insert itself). It takes the queue's lock, then inserts only when
-# the function's gate says plain (headgate_enqueue_gate_v1 in
+# first (no PL/pgSQL frame: on a backend idle between jobs the function's call cost ~1
+# ms more than the insert itself). It takes the queue's lock, then inserts only when the
+# function's gate says plain (headgate_enqueue_gate_v1 in
 # headgate/db/postgres/functions/checks.sql: the queue row exists, has no enqueue limit
 # and the fingerprint is not quarantined), and the id is new; it returns how many rows
-# it inserted (0 or 1).
-# Anything else (a replayed or conflicting id, quarantine, backpressure, a first job on
-# a new queue) inserts nothing and is left to headgate_enqueue_v3, which decides it after
-# the lock. Those checks read the statement's snapshot, taken before the lock: a
-# quarantine or a limit committed in between applies from the next enqueue on (the job
-# is then one a moment earlier would have been too; admission still skips quarantined
-# fingerprints).
+# it inserted (0 or 1). Anything else (a replayed or conflicting id, quarantine,
+# backpressure, a first job on a new queue) inserts nothing and is left to
+# headgate_enqueue_v3, which decides it after the lock. Its arrivals are the insert
+# trigger's (counters.sql), its NOTIFY the function's (headgate_wake_v1, checks.sql).
+# Those checks read the statement's snapshot, taken before the lock: a quarantine or a
+# limit committed in between applies from the next enqueue on (the job is then one a
+# moment earlier would have been too; admission still skips quarantined fingerprints).
 ENQUEUE_PLAIN = """
 WITH clock AS MATERIALIZED (
     SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms,
@@ -80,16 +80,9 @@ WITH clock AS MATERIALIZED (
            %(pending)s::boolean::int
     FROM ready
     ON CONFLICT (id) DO NOTHING
-    RETURNING queue, enqueued_at_ms
-), arrived AS (
-    INSERT INTO queue_history (queue, bucket_ms, arrived)
-    SELECT queue, enqueued_at_ms - enqueued_at_ms %% headgate_history_bucket_ms(), 1 FROM inserted
-    ON CONFLICT (queue, bucket_ms) DO UPDATE SET arrived = queue_history.arrived + 1
     RETURNING queue
 )
-SELECT count(*), count(CASE WHEN %(origin)s::text IS NOT NULL
-                            THEN pg_notify('headgate', %(origin)s::text || '|' || queue) END)
-FROM arrived
+SELECT count(*), count(headgate_wake_v1(%(origin)s::text, ARRAY[queue])) FROM inserted
 """
 # A batch: one array per column, in binary (no text escaping); a column with one value
 # for the whole batch is sent as a one-element array and repeated by the server.

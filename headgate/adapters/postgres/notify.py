@@ -29,7 +29,7 @@ def new_origin() -> str:
 
 def encode(queues: set[str] | frozenset[str], origin: str) -> str:
     # NOTIFY payloads are limited to 8000 bytes: fall back to "something changed".
-    # headgate_enqueue_v3 (headgate/db/postgres/functions/enqueue.sql) builds the same text.
+    # headgate_wake_v1 (headgate/db/postgres/functions/checks.sql) builds the same text.
     body = "\x1f".join(sorted(queues))
     return f"{origin}|{body if len(body) < NOTIFY_QUEUES_MAX_CHARS else ''}"
 

@@ -35,3 +35,15 @@ LANGUAGE sql STABLE AS $$
                  coalesce(bool_or(q.max_unfinished_jobs IS NOT NULL), false) AS limited
           FROM queues q WHERE q.name = ANY(p_queues)) AS g
 $$;
+
+-- The wake-up NOTIFY after an enqueue, sent with the COMMIT (PostgreSQL delivers it only
+-- then), none without an origin: the payload of headgate/adapters/postgres/notify.py
+-- decode(), the origin, then `p_queues` (code point order) joined by U+001F, or none
+-- ("something changed") when that is long.
+CREATE OR REPLACE FUNCTION headgate_wake_v1(p_origin TEXT, p_queues TEXT[]) RETURNS VOID
+LANGUAGE sql AS $$
+    SELECT CASE WHEN p_origin IS NOT NULL THEN pg_notify('headgate', p_origin || '|' ||
+        CASE WHEN length(array_to_string(p_queues, chr(31)))
+                  < headgate_notify_queues_max_chars()
+             THEN array_to_string(p_queues, chr(31)) ELSE '' END) END
+$$;

@@ -1,6 +1,9 @@
 -- The per-queue state counters (queue_counts) and the partitions' waiting/running counts,
 -- kept exact by statement-level triggers on jobs: one delta per statement from its
--- transition tables, however many rows it touched.
+-- transition tables, however many rows it touched. The insert trigger also counts the
+-- arrivals (queue_history.arrived, in the bucket of the jobs' enqueued_at_ms): every
+-- insert into jobs is an enqueue, whether by the plain statement, a COPY batch or
+-- headgate_enqueue_v3, so none of them writes arrivals itself.
 
 CREATE OR REPLACE FUNCTION headgate_counts_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -15,6 +18,12 @@ BEGIN
     ON CONFLICT (queue, partition_key) DO UPDATE SET
         waiting = partitions.waiting + excluded.waiting,
         running = partitions.running + excluded.running;
+    -- after the counters, as admission writes its history after its claims: one order
+    INSERT INTO queue_history (queue, bucket_ms, arrived)
+    SELECT queue, enqueued_at_ms - enqueued_at_ms % headgate_history_bucket_ms(), count(*)
+    FROM ins GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (queue, bucket_ms) DO UPDATE SET
+        arrived = queue_history.arrived + excluded.arrived;
     RETURN NULL;
 END $$;
 

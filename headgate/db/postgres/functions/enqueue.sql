@@ -1,7 +1,8 @@
 -- headgate_enqueue_v3: PostgreSQL's enqueue, the whole policy in one call: id identity,
 -- quarantine, unique keys (with a holder's replacement or debounce), backpressure, the
--- insert (the counters are the statement triggers of counters.sql), the arrival history
--- and the wake-up NOTIFY, which PostgreSQL delivers only if the transaction commits.
+-- insert (the counters and the arrival history are the statement triggers of
+-- counters.sql) and the wake-up NOTIFY (headgate_wake_v1, checks.sql), which PostgreSQL
+-- delivers only if the transaction commits.
 -- It decides what SQLite's enqueue (headgate/adapters/sql/enqueue.py) decides, check for
 -- check and in the same order; SQLite has no round trips to save and runs that code.
 --
@@ -17,8 +18,8 @@
 -- Few, plain statements: each statement a PL/pgSQL function runs pays executor start-up.
 -- The queues one job names are known without a query; existing ids and quarantined
 -- fingerprints are looked up by `= ANY(...)` (a join with the argument arrays let the
--- generic plan scan a whole index of jobs for one id); the insert, its arrival history
--- and the NOTIFY are one statement.
+-- generic plan scan a whole index of jobs for one id); the insert and the NOTIFY are one
+-- statement.
 --
 -- A column whose value is the same for the whole batch may come as a one-element array
 -- (the client then sends one value instead of a thousand); headgate_widen repeats it.
@@ -270,9 +271,7 @@ BEGIN
     END IF;
     inserted := cardinality(p_id);
 
-    -- ORDER BY: rowid is arrival order, and a batch arrives in its own order. The
-    -- NOTIFY carries the payload of headgate/adapters/postgres/notify.py encode():
-    -- origin, then the queues joined by U+001F, or none ("something changed") when long.
+    -- ORDER BY: rowid is arrival order, and a batch arrives in its own order.
     WITH new_jobs AS (
         INSERT INTO jobs (id, kind, schema_version, payload, fingerprint, queue, priority,
             partition_key, rate_class, weight, state, scheduled_at_ms, max_attempts,
@@ -297,24 +296,10 @@ BEGIN
                   retention_ms, tags, sticky_worker, headers, periodic_schedule_id,
                   periodic_tick_ms, pending, ord)
         ORDER BY b.ord
-        RETURNING queue
-    ), arrived AS (
-        INSERT INTO queue_history (queue, bucket_ms, arrived)
-        SELECT i.queue, now_ms - now_ms % headgate_history_bucket_ms(), count(*)
-        FROM new_jobs AS i
-        GROUP BY i.queue ORDER BY i.queue COLLATE "C"
-        ON CONFLICT (queue, bucket_ms) DO UPDATE SET
-            arrived = queue_history.arrived + excluded.arrived
         RETURNING 1
-    ), body AS (
-        SELECT array_to_string(received_queues, chr(31)) AS text
-        FROM (SELECT count(*) FROM arrived) AS written
     )
-    SELECT count(pg_notify('headgate', p_origin || '|' ||
-                           CASE WHEN length(body.text) < headgate_notify_queues_max_chars()
-                                THEN body.text ELSE '' END))
-    INTO sent
-    FROM body WHERE p_origin IS NOT NULL;
+    SELECT count(headgate_wake_v1(p_origin, received_queues)) INTO sent
+    FROM (SELECT count(*) FROM new_jobs) AS written;
 END $$;
 
 -- A duplicate enqueue's replacements on its key's holder, which is waiting (pending,
