@@ -10,6 +10,7 @@ beside this module), one round trip per call.
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -34,6 +35,8 @@ log = logging.getLogger("headgate.postgres")
 
 CLOCK = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
 MIGRATION_LOCK = 0x6865616467617465  # "headgate"
+# How often a call waiting for a pooled connection asks whether the server is known down.
+CHECKOUT_SLICE_S = 0.5
 CREATE_FUNCTION_LEDGER = (
     "CREATE TABLE IF NOT EXISTS schema_functions (name TEXT PRIMARY KEY, "
     "sha256 TEXT NOT NULL, applied_at_ms BIGINT NOT NULL)"
@@ -106,6 +109,7 @@ class PgDatabase:
         statement_timeout_ms: int = 30_000, pool_timeout_s: float = 10.0,
     ) -> None:
         self.url = url
+        self.pool_timeout_s = pool_timeout_s
         self.reachability = Reachability(url)
         options = f"-c statement_timeout={int(statement_timeout_ms)} -c lock_timeout=10000"
         self.pool = psycopg_pool.ConnectionPool(
@@ -129,8 +133,12 @@ class PgDatabase:
         # (see outage.py) instead of each waiting out the pool's timeout.
         self.reachability.before_call()
         try:
-            with self.pool.connection() as raw:
-                yield raw
+            raw = self._checkout()
+            try:
+                with raw:  # commit, or roll back on an error (the pool's own way)
+                    yield raw
+            finally:
+                self.pool.putconn(raw)
         except psycopg.DataError as exc:
             # A value the database cannot hold or compare (NUL in text, a number out of
             # range): the caller's input, not an outage — and never a bare driver error.
@@ -143,6 +151,22 @@ class PgDatabase:
                     pass
                 self.reachability.call_failed()
             raise unavailable(exc) from exc
+
+    def _checkout(self) -> psycopg.Connection:
+        """A pooled connection, waited for in slices: a call that started waiting just
+        before the server went away (the pool's connections discarded, its reconnects
+        failing) fails as soon as another call has found the server down, instead of
+        waiting out the pool's whole timeout for a connection that cannot come."""
+        deadline = time.monotonic() + self.pool_timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise psycopg_pool.PoolTimeout(
+                    f"couldn't get a connection after {self.pool_timeout_s:.2f} sec")
+            try:
+                return self.pool.getconn(timeout=min(CHECKOUT_SLICE_S, left))
+            except psycopg_pool.PoolTimeout:
+                self.reachability.before_call()
 
     @contextmanager
     def write(self) -> Iterator[tuple[PgConnection, int]]:
