@@ -58,6 +58,47 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                (j).was_pending, (j).payload)::headgate_admitted
 $$;
 
+-- The admission checks, each written once and called by the early exit, the policy block
+-- and headgate_explain_v1 (explain_admission's dry run of this admission): SQL functions
+-- the planner inlines (checks.sql says when), in PL/pgSQL's simple expressions too.
+
+-- A scheduled or retryable job whose time has come: admission makes it available first.
+CREATE OR REPLACE FUNCTION headgate_due_v1(p_state TEXT, p_scheduled_at_ms BIGINT,
+                                           p_now BIGINT) RETURNS BOOLEAN
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p_state IN ('scheduled', 'retryable') AND p_scheduled_at_ms <= p_now
+$$;
+
+-- A job sticky to another worker than p_worker: only that one may run it.
+CREATE OR REPLACE FUNCTION headgate_sticky_elsewhere_v1(p_sticky TEXT, p_worker TEXT)
+RETURNS BOOLEAN LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p_sticky <> '' AND p_sticky <> p_worker
+$$;
+
+-- A rate class's tokens at p_now (admission.RateBucket.load): refilled by store time up
+-- to its burst; a clock that stepped back mints nothing.
+CREATE OR REPLACE FUNCTION headgate_rate_tokens_v1(
+    p_tokens FLOAT8, p_refilled_at_ms BIGINT, p_limit BIGINT, p_window_ms BIGINT,
+    p_burst BIGINT, p_now BIGINT
+) RETURNS FLOAT8 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT least(p_burst::float8,
+                 p_tokens + (greatest(0, p_now - p_refilled_at_ms)::numeric * p_limit)::float8
+                            / p_window_ms::float8)
+$$;
+
+-- "No policy has a say" on admitting from p_queue: the queue's row when it is open (not
+-- paused), nothing is quarantined and no concurrency limit is set on it. With no job of
+-- it due (headgate_due_v1, tested by the caller against its own clock: as an argument
+-- here it would make the test a SubPlan) the early exit admits; otherwise each of these
+-- is the policy block's to apply.
+CREATE OR REPLACE FUNCTION headgate_no_policy_v1(p_queue TEXT)
+RETURNS SETOF queues LANGUAGE sql STABLE AS $$
+    SELECT q.* FROM queues q
+    WHERE q.name = p_queue AND q.paused = 0
+      AND NOT EXISTS (SELECT 1 FROM quarantine)
+      AND NOT EXISTS (SELECT 1 FROM concurrency_limits c WHERE c.queue = p_queue)
+$$;
+
 -- lifecycle.ack_many of plain successes (no error, no logs, no delay: running →
 -- completed, or deleted with retention 0; "completed" in queue history), then
 -- admission.admit(). p_ack_* are empty for a bare admit; p_queues empty and capacity 0
@@ -102,8 +143,7 @@ BEGIN
         FOR v_out IN
             WITH clock AS MATERIALIZED (
                 SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms,
-                       pg_advisory_xact_lock(
-                           hashtextextended(p_queues[1], headgate_queue_lock_seed())) AS locked
+                       headgate_lock_queue_v1(p_queues[1]) AS locked
             ), acked AS MATERIALIZED (
                 -- After the queue lock (the one-time filter), rows locked in id order, as
                 -- the policy block's acks; its state checked on the row read (see there).
@@ -117,12 +157,10 @@ BEGIN
                 WHERE j.lease_id = a.lease_id AND j.fence = a.fence
                 ORDER BY j.id FOR UPDATE OF j
             ), open_queue AS MATERIALIZED (
-                SELECT q.rr_cursor FROM queues q, clock
-                WHERE q.name = p_queues[1] AND q.paused = 0
-                  AND NOT EXISTS (SELECT 1 FROM quarantine)
-                  AND NOT EXISTS (SELECT 1 FROM concurrency_limits WHERE queue = p_queues[1])
-                  AND NOT EXISTS (SELECT 1 FROM jobs WHERE state IN ('scheduled', 'retryable')
-                                  AND scheduled_at_ms <= clock.now_ms AND queue = p_queues[1])
+                SELECT q.rr_cursor FROM headgate_no_policy_v1(p_queues[1]) q, clock
+                WHERE NOT EXISTS (SELECT 1 FROM jobs
+                                  WHERE headgate_due_v1(state, scheduled_at_ms, clock.now_ms)
+                                    AND queue = p_queues[1])
             ), waiting AS MATERIALIZED (
                 SELECT partition_key, deficit FROM partitions
                 WHERE queue = p_queues[1] AND waiting > 0 AND EXISTS (SELECT 1 FROM open_queue)
@@ -142,7 +180,7 @@ BEGIN
                        AND ((SELECT count(*) FROM waiting) = 0 OR EXISTS (SELECT 1 FROM served))
                        AND NOT EXISTS (SELECT 1 FROM candidates
                                        WHERE rate_class <> ''
-                                          OR sticky_worker NOT IN ('', p_worker))
+                                          OR headgate_sticky_elsewhere_v1(sticky_worker, p_worker))
                        AND (SELECT count(*) FILTER (WHERE kept) FROM acked)
                            = cardinality(p_ack_ids) AS plain
             ), completed AS (
@@ -316,7 +354,7 @@ BEGIN
         FOR v_lock IN
             SELECT DISTINCT u COLLATE "C" FROM unnest(v_names || p_ack_queues) AS u ORDER BY 1
         LOOP
-            PERFORM pg_advisory_xact_lock(hashtextextended(v_lock, headgate_queue_lock_seed()));
+            PERFORM headgate_lock_queue_v1(v_lock);
         END LOOP;
 
         -- lifecycle.ack_many for plain successes: rows locked in id order; an ack whose job
@@ -374,13 +412,13 @@ BEGIN
         <<admission>>
         BEGIN
             -- lifecycle.promote_due over the caller's queues: an index probe, then the update
-            IF EXISTS (SELECT 1 FROM jobs WHERE state IN ('scheduled', 'retryable')
-                       AND scheduled_at_ms <= v_now AND queue = ANY(v_names)) THEN
+            IF EXISTS (SELECT 1 FROM jobs WHERE headgate_due_v1(state, scheduled_at_ms, v_now)
+                       AND queue = ANY(v_names)) THEN
                 UPDATE jobs SET state = 'available'
-                WHERE id IN (SELECT id FROM jobs WHERE state IN ('scheduled', 'retryable')
-                             AND scheduled_at_ms <= v_now AND queue = ANY(v_names)
+                WHERE id IN (SELECT id FROM jobs WHERE headgate_due_v1(state, scheduled_at_ms, v_now)
+                             AND queue = ANY(v_names)
                              ORDER BY scheduled_at_ms LIMIT p_promote_limit FOR UPDATE SKIP LOCKED)
-                  AND state IN ('scheduled', 'retryable') AND scheduled_at_ms <= v_now;
+                  AND headgate_due_v1(state, scheduled_at_ms, v_now);
             END IF;
 
             SELECT array_agg(q.name ORDER BY t.i), array_agg(q.weight ORDER BY t.i),
@@ -604,7 +642,7 @@ BEGIN
                                     v_after_priority := c.priority;
                                     v_after_rowid := c.rowid;
                                     CONTINUE WHEN c.id = ANY(v_claimed);
-                                    CONTINUE WHEN c.sticky_worker <> '' AND c.sticky_worker <> p_worker;
+                                    CONTINUE WHEN headgate_sticky_elsewhere_v1(c.sticky_worker, p_worker);
                                     IF v_any_quarantine THEN
                                         v_fi := array_position(f_fp, c.fingerprint);
                                         IF v_fi IS NULL THEN
@@ -634,12 +672,10 @@ BEGIN
                                             r_limit := r_limit || v_rate.limit_per_window;
                                             r_window := r_window || v_rate.window_ms;
                                             r_paused := r_paused || (v_rate.paused <> 0);
-                                            r_tokens := r_tokens || least(
-                                                v_rate.burst::float8,
-                                                v_rate.tokens
-                                                + (greatest(0, v_now - v_rate.refilled_at_ms)::numeric
-                                                   * v_rate.limit_per_window)::float8
-                                                / v_rate.window_ms::float8);
+                                            r_tokens := r_tokens || headgate_rate_tokens_v1(
+                                                v_rate.tokens, v_rate.refilled_at_ms,
+                                                v_rate.limit_per_window, v_rate.window_ms,
+                                                v_rate.burst, v_now);
                                             r_dirty := r_dirty || (v_now < v_rate.refilled_at_ms);
                                             r_blocked := r_blocked || false;
                                             v_ri := cardinality(r_name);
