@@ -508,6 +508,17 @@ class Store(ABC):
         """Every queue's per-minute counters since `since_ms` in one read: queue →
         bucket start → (arrived, completed, failed, and the three rejection counts)."""
 
+    # -- start forecast (core/forecast.py, headgate/forecasting.py) --------------------
+    @abstractmethod
+    def forecast_inputs(self, job_ids: Sequence[str] = (),
+                        queues: Sequence[str] = ()) -> dict[str, Any]:
+        """What the start forecast needs beyond the counters, in one read: `{"ahead":
+        {job_id: n}}` for each of `job_ids` that is available, the available jobs
+        before it in its partition's admission order (higher priority, then older),
+        counted up to `ahead_limit`; `{"oldest": {queue: job_id}}`, each of `queues`'
+        longest-waiting available job; `{"classes": {queue: {rate_class: n}}}`, its
+        available jobs by rate class in a sample of at most `class_sample`."""
+
     # -- control API support (bulk operations, queue admin, idempotency) ---------------
     @abstractmethod
     def create_operation(

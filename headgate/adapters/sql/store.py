@@ -29,6 +29,7 @@ from . import (
     buckets,
     control,
     enqueue,
+    forecast_reads,
     inspection,
     job_pages,
     latency,
@@ -207,6 +208,11 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
     def latency_histograms(self, since_ms: int) -> list[tuple[str, int, str, int, int, int]]:
         with self.db.read() as conn:
             return latency.rows_since(conn, since_ms)
+
+    def forecast_inputs(self, job_ids: Sequence[str] = (),
+                        queues: Sequence[str] = ()) -> dict[str, Any]:
+        with self.db.read() as conn:
+            return forecast_reads.forecast_inputs(conn, list(job_ids), list(queues))
 
     def latency_totals(self, since_ms: int, queue: str | None = None,
                        kind: str | None = None) -> list[tuple[str, str, str, int, int, int]]:

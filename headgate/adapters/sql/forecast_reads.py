@@ -1,0 +1,55 @@
+"""The start forecast's reads beyond the counters (Store.forecast_inputs): where given
+jobs stand in their partition's admission order, each queue's longest-waiting job and
+its waiting jobs' rate classes. Every read is bounded: a count stops at AHEAD_LIMIT and
+the class mix is a sample of CLASS_SAMPLE jobs, so a deep backlog costs a bounded scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .conn import Connection
+
+AHEAD_LIMIT = 10_000
+CLASS_SAMPLE = 2_000
+
+# Admission's order inside a partition (admission.SELECT_CANDIDATES), counted up to a
+# bound over the partial index jobs_admit.
+COUNT_AHEAD = """
+SELECT count(*) FROM (SELECT 1 FROM jobs WHERE queue = ? AND partition_key = ?
+    AND state = 'available' AND (priority > ? OR (priority = ? AND rowid < ?)) LIMIT ?) AS ahead
+"""
+SELECT_PLACE = "SELECT state, queue, partition_key, priority, rowid FROM jobs WHERE id = ?"
+# The oldest available job over jobs_available_age.
+SELECT_OLDEST = """
+SELECT id FROM jobs WHERE queue = ? AND state = 'available' ORDER BY enqueued_at_ms, rowid LIMIT 1
+"""
+SELECT_CLASS_MIX = """
+SELECT rate_class, count(*) FROM (SELECT rate_class FROM jobs
+    WHERE queue = ? AND state = 'available' LIMIT ?) AS sample GROUP BY rate_class
+"""
+
+
+def forecast_inputs(conn: Connection, job_ids: Sequence[str],
+                    queues: Sequence[str]) -> dict[str, Any]:
+    ahead: dict[str, int] = {}
+    for job_id in dict.fromkeys(job_ids):
+        row = conn.execute(SELECT_PLACE, (job_id,)).fetchone()
+        if row is None or row[0] != "available":
+            continue
+        _, queue, partition, priority, rowid = row
+        ahead[job_id] = conn.execute(
+            COUNT_AHEAD, (queue, partition, priority, priority, rowid, AHEAD_LIMIT)
+        ).fetchone()[0]
+    oldest: dict[str, str] = {}
+    classes: dict[str, dict[str, int]] = {}
+    for queue in dict.fromkeys(queues):
+        row = conn.execute(SELECT_OLDEST, (queue,)).fetchone()
+        if row is not None:
+            oldest[queue] = row[0]
+        mix = {name: n for name, n in conn.execute(SELECT_CLASS_MIX, (queue, CLASS_SAMPLE))}
+        if mix:
+            classes[queue] = mix
+    return {"ahead": ahead, "oldest": oldest, "classes": classes,
+            "ahead_limit": AHEAD_LIMIT, "class_sample": CLASS_SAMPLE}
