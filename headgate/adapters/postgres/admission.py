@@ -8,7 +8,8 @@ put about half of a draining worker's time in psycopg waiting. The function is t
 decision as headgate/adapters/sql/admission.py (which SQLite keeps): PostgreSQL's
 admission lives in the SQL file, SQLite's in that module, and a change to the policy
 must be made in both (a differential test holds the function, its early exit for a pure
-admit included, to the shared decision). explain_admission stays the shared Python.
+admit included, to the shared decision). explain_admission is a dry run of the function's
+own checks (headgate_explain_v1, functions/explain.sql), not SQLite's Python.
 
 Acks the function applies itself are plain successes (no error, no logs, no delay),
 written by the same UPDATE as the claims; any other outcome in a batch sends the whole
@@ -31,7 +32,7 @@ from headgate.adapters.sql.admission import (
 )
 from headgate.adapters.sql.lifecycle import plain_success
 from headgate.adapters.sql.rows import row_to_job
-from headgate.core import AckRequest, Claim
+from headgate.core import AckRequest, Claim, Explanation
 from headgate.core.envelope import MAX_PAYLOAD
 from headgate.core.ids import new_lease_id
 
@@ -47,6 +48,7 @@ SELECT * FROM headgate_admit_v3(?, ?::text[], ?::bigint, ?::bigint, ?::bigint, ?
     ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bytea[], ?::integer[], ?::boolean,
     {MAX_SCAN_PER_PARTITION}, {SCAN_BATCH_EXTRA}, {PROMOTE_PER_ADMIT})
 """
+EXPLAIN = "SELECT admissible, blocked_by, detail, wait_ms FROM headgate_explain_v1(?, ?)"
 # Before acks that the shared lifecycle applies ahead of the function: claims after acks
 # would take a queue's 'available' counter row while holding its partition rows, and an
 # enqueue takes them the other way round (taken first: one order, no deadlock).
@@ -195,6 +197,16 @@ class ServerAdmission:
         store._publish(wake)
         self._acked(acks)
         return lost, claims
+
+    def explain_admission(self, job_id: str) -> Explanation | None:
+        """What the function's policy block would say of the job now, read-only."""
+        with self.db.read_with_clock() as (conn, now):
+            row = conn.execute(EXPLAIN, (job_id, now)).fetchone()
+        if row is None or row[0] is None:
+            return None
+        admissible, blocked_by, detail, wait_ms = row
+        return Explanation(admissible, blocked_by, detail,
+                           None if wait_ms is None else int(wait_ms))
 
     def _acked(self, acks: Sequence[AckRequest]) -> None:
         """Committed acks are finished (or rescheduled) jobs: live views hear of their

@@ -450,6 +450,8 @@ def _ceiling(
 
 
 def explain(conn: Connection, now: int, job_id: str) -> Explanation | None:
+    """SQLite's explain_admission, beside the admission it explains. PostgreSQL's store
+    asks its own admission instead (headgate_explain_v1)."""
     row = conn.execute(
         "SELECT state, queue, partition_key, priority, rowid, fingerprint, rate_class, weight, "
         "scheduled_at_ms, sticky_worker FROM jobs WHERE id = ?", (job_id,)
