@@ -1054,6 +1054,11 @@ SQL_INTERPOLATIONS: dict[str, str] = {
               "(migrations.constants_file)",
     "int(INF)": "the +Inf bucket's int constant (migrations.constants_file)",
     "OP_COLUMNS": "constant column list",
+    "COLUMNS": "constant column list (sql/audit.py)",
+    "clause": "' AND '.join of clauses built by sql/audit.page from literal columns and "
+              "'?' placeholders only",
+    "int(self.wal_limit)": "an int (the store's WAL size limit), formatted by int() "
+                           "(PRAGMA takes no parameters)",
     "SCHEDULE_COLUMNS": "constant column list",
     "_TERMINAL_MARKS": "quoted State enum values (code constants, not input)",
     "_UNFINISHED_MARKS": "quoted State enum values (code constants, not input)",
