@@ -12,6 +12,9 @@ Decisions:
   same key runs again (a 429 or 503 may well succeed later).
 - The same key with a different body is 422; a retry while the first is still running
   is 409 with Retry-After (IETF draft-ietf-httpapi-idempotency-key-header).
+- A key whose request failed while the store was unreachable cannot be released then;
+  the process remembers it and releases it when the key's retry arrives, instead of
+  answering 409 until the row counts as abandoned (60 s).
 - Replays carry `Idempotent-Replayed: true`. Enqueue (and periodic run) replays also
   say `"replayed": true` in the body, so a producer knows the job was not new.
 """
@@ -21,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
+import time
 
 import flask
 
@@ -36,6 +41,15 @@ REPLAY_MARKED = frozenset({"api.enqueue", "api.run_periodic"})
 # Response headers worth replaying; Date, Server and lengths are recomputed.
 STORED_HEADERS = ("Content-Type", "X-Released-Jobs", "Location", "Retry-After")
 _SCOPE = "headgate_idempotency_scope"
+_CLAIMED_AT = "headgate_idempotency_claimed_at"
+# How long after its claim a key this process could not release is still taken for its
+# own (the store calls an in-progress row abandoned after 60 s; after that, someone
+# else may have claimed it again).
+OWN_CLAIM_S = 50.0
+# Keys whose request ended (an error answer) without releasing them, the store being
+# unreachable: scope key -> when the claim was made (monotonic).
+_unreleased: dict[str, float] = {}
+_unreleased_lock = threading.Lock()
 
 
 def scope_key(key: str) -> str:
@@ -84,11 +98,49 @@ def claim() -> flask.Response | None:
     stored answer to give instead."""
     scope = scope_key(require_key())
     wanted = request_hash()
+    claimed_at = time.monotonic()
     record = store().idempotency_begin(scope, wanted)
+    if record is not None and released_for_retry(scope, record):
+        record = store().idempotency_begin(scope, wanted)
     if record is None:
         setattr(flask.g, _SCOPE, scope)
+        setattr(flask.g, _CLAIMED_AT, claimed_at)
         return None
     return answer_existing(record, wanted)
+
+
+def release(scope: str, claimed_at: float) -> None:
+    """Delete the key's in-progress row, so a retry runs again. When the store cannot
+    be reached — the outage that failed the request, usually — the key is remembered,
+    and the next request with it releases it first (`released_for_retry`) instead of
+    being told 409 until the row is abandoned, a minute later."""
+    try:
+        store().idempotency_abort(scope)
+    except Exception:  # noqa: BLE001 - the answer (an error already) must still go out
+        log.warning("could not release an Idempotency-Key", exc_info=True)
+        now = time.monotonic()
+        with _unreleased_lock:
+            for old in [k for k, t in _unreleased.items() if now - t > OWN_CLAIM_S]:
+                del _unreleased[old]
+            _unreleased[scope] = claimed_at
+
+
+def released_for_retry(scope: str, record: dict) -> bool:
+    """Whether `record` is this process's own claim of the key, left in progress by a
+    request that has ended, and is now released (ask for the key again)."""
+    if record["state"] != "in_progress":
+        return False
+    with _unreleased_lock:
+        claimed_at = _unreleased.pop(scope, None)
+    if claimed_at is None or time.monotonic() - claimed_at > OWN_CLAIM_S:
+        return False
+    try:
+        store().idempotency_abort(scope)
+    except Exception:
+        with _unreleased_lock:
+            _unreleased.setdefault(scope, claimed_at)
+        raise
+    return True
 
 
 def answer_existing(record: dict, wanted: str) -> flask.Response:
@@ -113,9 +165,12 @@ def unclaimed_error(error: Exception) -> Exception | flask.Response:
     claimed before the input was read; otherwise the input's own error."""
     scope = scope_key(require_key())
     wanted = request_hash()
+    claimed_at = time.monotonic()
     record = store().idempotency_begin(scope, wanted)
+    if record is not None and released_for_retry(scope, record):
+        record = store().idempotency_begin(scope, wanted)
     if record is None:
-        store().idempotency_abort(scope)
+        release(scope, claimed_at)
         return error
     return answer_existing(record, wanted)
 
@@ -146,14 +201,17 @@ def replay(record: dict) -> flask.Response:
 
 def after_request(response: flask.Response) -> flask.Response:
     scope = flask.g.pop(_SCOPE, None)
+    claimed_at = flask.g.pop(_CLAIMED_AT, time.monotonic())
     if scope is None:
         return response
+    if not 200 <= response.status_code < 300 or response.is_streamed:
+        release(scope, claimed_at)
+        return response
     try:
-        if 200 <= response.status_code < 300 and not response.is_streamed:
-            store().idempotency_complete(scope, *stored_parts(response))
-        else:
-            store().idempotency_abort(scope)
+        store().idempotency_complete(scope, *stored_parts(response))
     except Exception:  # noqa: BLE001 - the action happened; the response must still go out
+        # Not released: a retry must not run an action that happened again. It is told
+        # 409 until the row is abandoned.
         log.warning("could not record the Idempotency-Key outcome", exc_info=True)
     return response
 
@@ -161,8 +219,6 @@ def after_request(response: flask.Response) -> flask.Response:
 def teardown(_exc: BaseException | None) -> None:
     """A request that died before after_request releases its key for a retry."""
     scope = flask.g.pop(_SCOPE, None)
+    claimed_at = flask.g.pop(_CLAIMED_AT, time.monotonic())
     if scope is not None:
-        try:
-            store().idempotency_abort(scope)
-        except Exception:  # noqa: BLE001 - best effort; the row goes stale in 60 s anyway
-            log.warning("could not release an Idempotency-Key", exc_info=True)
+        release(scope, claimed_at)

@@ -396,6 +396,18 @@ def in_background(fn: Any, *args: Any) -> tuple[threading.Thread, dict[str, Any]
     return thread, out
 
 
+def retried(base: str, key: str, body: dict[str, Any]) -> Answer:
+    """The key sent again, as a producer does: after each 503's Retry-After (the server
+    may still hold the store for down until it next checks), until anything else."""
+    deadline = time.monotonic() + 60
+    while True:
+        answer = post_job(base, key, body)
+        if answer.status != 503 or time.monotonic() > deadline:
+            return answer
+        assert_503(answer)
+        time.sleep(retry_delay(answer))
+
+
 def assert_503(answer: Answer) -> None:
     assert answer.status == 503, answer
     assert answer.retry_after == "1", answer
@@ -428,7 +440,7 @@ def test_commit_then_answer_lost_is_replayed(
     thread.join(CLIENT_TIMEOUT_S)
     assert_503(out["value"])
 
-    again = post_job(api.base, "k-lost", fx_body("lost"))
+    again = retried(api.base, "k-lost", fx_body("lost"))
     assert again.status == 201, again
     doc = json.loads(again.body)
     assert doc == {"id": first_id, "replayed": True}
@@ -457,7 +469,7 @@ def test_connection_lost_before_commit_enqueues_once(
         locker.rollback()
     assert stored_ids(store, "killed") == []
 
-    again = post_job(api.base, "k-killed", fx_body("killed"))
+    again = retried(api.base, "k-killed", fx_body("killed"))
     assert again.status == 201, again
     doc = json.loads(again.body)
     assert "replayed" not in doc
@@ -554,3 +566,101 @@ def test_a_call_waiting_for_a_connection_fails_once_the_server_is_known_down(
     finally:
         db.close()
         proxy.close()
+
+
+# -- with embedding code: the key claimed before the enqueue --------------------------------
+
+class Gate:
+    """Middleware that holds an enqueue of payload tag `slow` until opened."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.open = threading.Event()
+
+    def __call__(self, ctx: Any, envs: list[Any], nxt: Any) -> list[str]:
+        if json.loads(envs[0].payload).get("tag") == "slow":
+            self.entered.set()
+            self.open.wait(30)
+        return nxt(envs)
+
+
+@pytest.fixture
+def embedded(store_url: str, backend: str) -> Any:
+    """(proxy, gate, base URL): the API with a middleware (so each enqueue claims its
+    key first, in a transaction of its own) served over HTTP in this process, its store
+    reached through the proxy."""
+    if backend != "pg":
+        pytest.skip("PostgreSQL's connection and commit")
+    from werkzeug.serving import make_server
+
+    from headgate import open_store
+    from headgate.config import Settings
+    from headgate.web import create_app
+
+    parts = urlsplit(store_url)
+    proxy = Proxy((parts.hostname or "127.0.0.1", parts.port or 5432))
+    served = open_store(proxy.url(store_url))
+    gate = Gate()
+    app = create_app(served, config=Settings(store="pg", pg_url=proxy.url(store_url)),
+                     middleware=[gate], background=False)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield proxy, gate, f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        served.close()
+        proxy.close()
+
+
+def test_a_key_left_claimed_by_the_outage_is_released_for_its_retry(
+    embedded: tuple[Proxy, Gate, str], store: Store
+) -> None:
+    """The store went away after the key was claimed and before the enqueue: the answer
+    is 503 and the key could not be released then. Its retry, once the store is back,
+    enqueues the job (not a 409 'still in progress' for the next minute)."""
+    proxy, gate, base = embedded
+    assert post_job(base, "warm-up", fx_body("warm-up")).status == 201
+    thread, out = in_background(post_job, base, "k-claimed", fx_body("slow"))
+    assert gate.entered.wait(30)
+    proxy.refusing.set()
+    proxy.cut()
+    gate.open.set()
+    thread.join(CLIENT_TIMEOUT_S)
+    assert_503(out["value"])
+    assert stored_ids(store, "slow") == []
+    proxy.refusing.clear()
+
+    again = retried(base, "k-claimed", fx_body("slow"))
+    assert again.status == 201, again
+    doc = json.loads(again.body)
+    assert "replayed" not in doc
+    assert stored_ids(store, "slow") == [doc["id"]]
+    replay = post_job(base, "k-claimed", fx_body("slow"))
+    assert (replay.status, json.loads(replay.body)) == (201, {"id": doc["id"],
+                                                               "replayed": True})
+
+
+def test_a_claimed_enqueue_whose_answer_was_lost_is_joined_by_its_retry(
+    embedded: tuple[Proxy, Gate, str], store: Store
+) -> None:
+    """The key was claimed, the enqueue committed, its answer was lost and the store
+    went away: 503, the key left claimed. The retry releases it, runs again, and joins
+    the job the first attempt made (the Idempotency-Key is its unique key)."""
+    proxy, gate, base = embedded
+    assert post_job(base, "warm-up", fx_body("warm-up")).status == 201
+    thread, out = in_background(post_job, base, "k-joined", fx_body("slow"))
+    assert gate.entered.wait(30)
+    proxy.hold()
+    gate.open.set()
+    first_id = wait_for(lambda: stored_ids(store, "slow"), 30, "the enqueue to commit")[0]
+    proxy.refusing.set()
+    proxy.cut()
+    thread.join(CLIENT_TIMEOUT_S)
+    assert_503(out["value"])
+    proxy.refusing.clear()
+
+    again = retried(base, "k-joined", fx_body("slow"))
+    assert again.status == 201, again
+    assert json.loads(again.body) == {"id": first_id, "replayed": True}
+    assert stored_ids(store, "slow") == [first_id]
