@@ -18,8 +18,11 @@ collapse into one). A duty that raises is logged and counted and runs again next
 it never stops the scheduler.
 
 Duties: reclaimer, promoter, scheduler (periodic schedules), retention, operations
-(only when the store has `run_operations_batch`), worker_aging, history. `run_duty`
-adds more (the same small interface as the worker's interim runner).
+(bulk operations, `advance_operations`), worker_aging, history. `run_duty` adds more.
+
+`OperationsRunner` runs the operations duty's step without a lease, in a thread of
+its own: an app that runs no duties (an embedding one, `headgate serve --no-duties`)
+still finishes the bulk operations its routes create.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from headgate.config import (
     audit_retention_ms_from_env,
     history_retention_ms_from_env,
 )
+from headgate.core import StoreUnavailable
 from headgate.scheduling import fire_due_schedules
 from headgate.store.port import Store
 from headgate.streak import FailureStreak
@@ -72,6 +76,11 @@ DEFAULT_FORGET_WORKERS_MS = 24 * 3_600_000
 DEFAULT_MISFIRE_GRACE_MS = 60_000
 DEFAULT_RESIGN_COOLDOWN_MS = 60_000
 SCHEDULES_PER_TICK = 500
+# The operations runner: jobs per batch, its poll while idle (for operations another
+# process created or a restart left), its pause after a failed batch.
+OPERATIONS_BATCH = 500
+OPERATIONS_IDLE_POLL_S = 1.0
+OPERATIONS_ERROR_BACKOFF_S = 2.0
 
 
 def default_holder() -> str:
@@ -193,9 +202,7 @@ class DutyRunner:
         )
         functions = self._standard_functions()
         for name in selected:
-            fn = functions.get(name)
-            if fn is not None:  # operations: only when the store has bulk operations
-                self.run_duty(name, fn, int(merged[name] * 1000))
+            self.run_duty(name, functions[name], int(merged[name] * 1000))
 
     # -- the duties ----------------------------------------------------------------------
     def _standard_functions(self) -> dict[str, Callable[[], object]]:
@@ -210,10 +217,8 @@ class DutyRunner:
             "retention": self._retention,
             "worker_aging": lambda: store.forget_workers(self.forget_workers_after_ms),
             "history": store.record_queue_depths,
+            "operations": lambda: advance_operations(store, self.batch_size),
         }
-        operations = getattr(store, "run_operations_batch", None)
-        if callable(operations):
-            functions["operations"] = lambda: operations(self.batch_size)
         return functions
 
     def _retention(self) -> int:
@@ -418,3 +423,53 @@ class DutyRunner:
             duties = [d for d in self._duties.values() if d.held]
         for duty in duties:
             self._release(duty)
+
+
+def advance_operations(store: Store, batch: int) -> int:
+    """The operations duty's step: move the queued and running bulk operations on by
+    at most `batch` jobs; how many were affected (0: nothing to do)."""
+    return store.run_operations_batch(batch)
+
+
+class OperationsRunner:
+    """The operations duty's step in a loop, for a process without duties: it runs
+    until a step finds nothing to do, then waits until woken (an operation created
+    here) or OPERATIONS_IDLE_POLL_S pass."""
+
+    def __init__(self, store: Store, batch: int = OPERATIONS_BATCH) -> None:
+        self.store = store
+        self.batch = batch
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="headgate-operations", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                did = advance_operations(self.store, self.batch)
+            except StoreUnavailable as exc:
+                log.warning("operations runner: %s", exc)
+                self._stop.wait(OPERATIONS_ERROR_BACKOFF_S)
+                continue
+            except Exception:  # noqa: BLE001 - keep the runner alive; the op records it
+                log.exception("operations runner failed a batch")
+                self._stop.wait(OPERATIONS_ERROR_BACKOFF_S)
+                continue
+            if did:
+                continue
+            self._wake.wait(OPERATIONS_IDLE_POLL_S)
+            self._wake.clear()

@@ -12,23 +12,20 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import flask
 
 import headgate
 from headgate.client import Authorizer, CircuitBreaker, Client, InsertHook, Middleware, Plugin
 from headgate.config import Settings
+from headgate.duties import OperationsRunner
+from headgate.live import EventBroadcaster
 from headgate.store.port import Store
 from headgate.web.globals import get_store
 
 from .auth import ANONYMOUS, Caller, TokenSet
 from .errors import ApiError
-
-if TYPE_CHECKING:
-    from .events import EventBroadcaster
-    from .metrics import Metrics
-    from .operations import OperationsRunner
 
 API_KEY = "headgate.api"
 log = logging.getLogger("headgate.api")
@@ -62,7 +59,6 @@ class ApiState:
     client: Client | None = None
     broadcaster: EventBroadcaster | None = None
     runner: OperationsRunner | None = None
-    metrics: Metrics | None = None
 
     def producer(self, store: Store) -> Client:
         if self.client is None or self.client.store is not store:

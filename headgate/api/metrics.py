@@ -70,6 +70,8 @@ def _store_error(exc: HeadgateError) -> flask.Response:
 
 ops_bp.register_error_handler(Exception, handle_unexpected)
 
+# Where the app keeps its Metrics (app.extensions), beside the API's state.
+METRICS_KEY = "headgate.api.metrics"
 MINUTE_MS = HISTORY_BUCKET_MS  # the store's history buckets
 SETTLE_MS = 2 * MINUTE_MS
 POLICIES = ("rate_class", "concurrency_limit", "quarantine")
@@ -254,10 +256,9 @@ class Metrics:
 
 @ops_bp.get("/metrics")
 def metrics() -> Any:
-    state = api_state()
-    authenticate(state.tokens)  # an exposed server does not publish its queue names
-    assert state.metrics is not None
-    body = generate_latest(state.metrics.registry)
+    authenticate(api_state().tokens)  # an exposed server does not publish its queue names
+    metrics: Metrics = flask.current_app.extensions[METRICS_KEY]
+    body = generate_latest(metrics.registry)
     # content_type, not mimetype: Flask appends a charset to a mimetype, and this one
     # already names it. The header is the one the library's own exposition sends.
     return flask.Response(body, content_type=CONTENT_TYPE_LATEST)

@@ -472,6 +472,21 @@ class App:
         """``with app.testing() as t:`` — see ``headgate.tasks.testing``."""
         return TestSession(self, **options)
 
+    def swap_store(self, store: Store) -> Callable[[], None]:
+        """Produce into `store` at its own clock until the returned call puts back the
+        store, producer and clock the app had (what a test session does). An http(s)://
+        app's server is set aside too, or a test's jobs would go to the real server."""
+        saved = (self._store, self._owns_store, self._client, self._http,
+                 self.clock_offset_ms)
+        self._store, self._owns_store, self._client, self._http = store, False, None, None
+        self.clock_offset_ms = 0
+
+        def restore() -> None:
+            (self._store, self._owns_store, self._client, self._http,
+             self.clock_offset_ms) = saved
+
+        return restore
+
 
 _DEFAULTS: dict[str, Any] = {
     "queue": "default", "partition_key": "", "rate_class": "", "priority": 0,

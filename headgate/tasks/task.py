@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from headgate.core import Envelope, InvalidInput
 
@@ -27,9 +27,6 @@ from .codec import Codec
 from .errors import EncodeError, UnimportableTask, UnknownOption
 from .ref import JobRef
 from .retry import RetryPolicy
-
-if TYPE_CHECKING:
-    from .app import App
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -58,6 +55,19 @@ def check_options(options: Mapping[str, Any], allowed: frozenset[str], where: st
                             f"{', '.join(sorted(allowed))}")
 
 
+class TaskOwner(Protocol):
+    """What a task needs of its app (`App` is one): the clock a delay counts from and
+    the producer its calls go through."""
+
+    clock_offset_ms: int
+
+    def enqueue_many(self, calls: Iterable[TaskCall[Any]], *,
+                     conn: Any = None) -> list[JobRef[Any]]: ...
+
+    async def enqueue_many_async(self, calls: Iterable[TaskCall[Any]], *,
+                                 conn: Any = None) -> list[JobRef[Any]]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class TaskCall(Generic[R]):
     """One call of a task, encoded and ready to enqueue (``task.call(...)``), for
@@ -70,7 +80,7 @@ class TaskCall(Generic[R]):
 
 class Task(Generic[P, R]):
     def __init__(
-        self, app: App, fn: Callable[P, Any], *, name: str, codec: Codec,
+        self, app: TaskOwner, fn: Callable[P, Any], *, name: str, codec: Codec,
         partition: Callable[..., str] | None, retry: RetryPolicy | object,
         retry_on: tuple[type[BaseException], ...] | None, timeout_ms: int | None,
         deadline_ms: int | None, defaults: Mapping[str, Any],

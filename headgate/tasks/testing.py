@@ -41,30 +41,47 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 from headgate.adapters.sqlite.store import SqliteStore
 from headgate.client import Client
 from headgate.core import InvalidInput, Job, JobFilter, State
+from headgate.http_client import HttpClient
 from headgate.scheduling import fire_due_schedules
 from headgate.store import open_store
 from headgate.store.port import Store
 from headgate.worker import Worker
 
-if TYPE_CHECKING:
-    from .app import App
+
+class SessionApp(Protocol):
+    """What a session needs of its app (`App` is one): its producer, its queues and
+    schedules, and a way to swap its store for the session's."""
+
+    clock_offset_ms: int
+
+    @property
+    def client(self) -> Client | HttpClient: ...
+
+    def queues(self) -> list[str]: ...
+
+    def register(self, worker: Worker) -> None: ...
+
+    def sync_schedules(self, store: Store | None = None) -> dict[str, list[str]]: ...
+
+    def swap_store(self, store: Store) -> Callable[[], None]: ...
 
 
 class TestSession:
     __test__ = False  # not a pytest test class
 
-    def __init__(self, app: App, *, concurrency: int = 4) -> None:
+    def __init__(self, app: SessionApp, *, concurrency: int = 4) -> None:
         self.app = app
         self.concurrency = concurrency
         self._dir: str | None = None
         self._store: Store | None = None
-        self._saved: tuple[Any, ...] | None = None
+        self._restore: Callable[[], None] | None = None
 
     @property
     def store(self) -> Store:
@@ -79,26 +96,19 @@ class TestSession:
     def __enter__(self) -> TestSession:
         self._dir = tempfile.mkdtemp(prefix="headgate-testing-")
         self._store = open_store(f"sqlite:///{Path(self._dir) / 'jobs.db'}")
-        app = self.app
-        # An http(s):// app enqueues through its server: the session takes that away
-        # too, or a test's jobs would go to the real server.
-        self._saved = (app._store, app._owns_store, app._client, app._http,
-                       app.clock_offset_ms)
-        app._store, app._owns_store, app._client, app._http = self._store, False, None, None
-        app.clock_offset_ms = 0
-        app.sync_schedules(self._store)
+        self._restore = self.app.swap_store(self._store)
+        self.app.sync_schedules(self._store)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        app = self.app
-        if self._saved is not None:
-            (app._store, app._owns_store, app._client, app._http,
-             app.clock_offset_ms) = self._saved
+        if self._restore is not None:
+            self._restore()
         if self._store is not None:
             self._store.close()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
-        self._store = self._dir = self._saved = None
+        self._store = self._dir = None
+        self._restore = None
 
     # -- time ---------------------------------------------------------------------------
     def now_ms(self) -> int:

@@ -10,7 +10,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from headgate.api.events import EventBroadcaster, stream
+from headgate.api.events import stream
+from headgate.live import EventBroadcaster
 from headgate.store.activity import ActivityHub
 
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ from test_events import SseReader, open_stream
 
 import headgate
 from headgate import Store
-from headgate.api.events import EventBroadcaster, ForeignChanges, stream
+from headgate.api.events import stream
+from headgate.live import EventBroadcaster, ForeignChanges
 
 if TYPE_CHECKING:
     from api_helpers import Api, Servers

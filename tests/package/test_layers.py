@@ -43,6 +43,7 @@ LAYER_OF = {
     "headgate.streak": "services",
     "headgate.scheduling": "services",
     "headgate.duties": "services",
+    "headgate.live": "services",
     "headgate.server": "services",
     "headgate.worker": "services",
     "headgate.tasks": "services",
@@ -281,6 +282,65 @@ def test_the_worker_package_has_no_import_circle() -> None:
         if imp.source in worker and imp.target in worker and imp.target != imp.source:
             graph[imp.source].add(imp.target)
     assert _cycle(graph) is None
+
+
+def _full_graph() -> dict[str, set[str]]:
+    """Every import that runs: top-level and function-level, not type-only."""
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for imp in IMPORTS:
+        if not imp.typing_only and imp.target in MODULES and imp.target != imp.source:
+            graph[imp.source].add(imp.target)
+    return graph
+
+
+def test_no_type_checking_import_goes_up_or_closes_a_circle() -> None:
+    """An `if TYPE_CHECKING:` import is where a circle hides: the module it names must
+    not import the importing one back (at any depth, deferred imports included), nor
+    sit in a layer above it. What a module needs of a caller it states as a Protocol."""
+    graph = _full_graph()
+    hidden = sorted(
+        _where(imp) for imp in IMPORTS
+        if imp.typing_only and imp.target in MODULES and imp.target != imp.source
+        and ((imp.source, imp.target) not in ALLOWED_CROSSINGS
+             and RANK[layer(imp.target)] > RANK[layer(imp.source)]
+             or _reaches(graph, imp.target, imp.source))
+    )
+    assert hidden == []
+
+
+def test_the_type_checking_check_sees_a_circle() -> None:
+    graph = {"a": {"b"}, "b": set()}
+    assert _reaches(graph, "a", "b") and not _reaches(graph, "b", "a")
+
+
+def _thread_owners(path: Path) -> list[str]:
+    """Where a module starts a thread of its own: `Thread(...)`/`Timer(...)` calls and
+    classes built on them."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[ast.expr] = []
+        if isinstance(node, ast.Call):
+            names = [node.func]
+        elif isinstance(node, ast.ClassDef):
+            names = list(node.bases)
+        for name in names:
+            attr = name.attr if isinstance(name, ast.Attribute) else getattr(name, "id", "")
+            if attr in ("Thread", "Timer"):
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
+    return found
+
+
+def test_api_modules_own_no_engine_threads() -> None:
+    """A route maps HTTP to the services; a thread that reads or drives the store (the
+    change poller, the bulk operations runner) is a service the app starts."""
+    api = [p for m, p in MODULES.items() if m == "headgate.api" or m.startswith("headgate.api.")]
+    assert api
+    assert [where for p in api for where in _thread_owners(p)] == []
+
+
+def test_the_thread_check_finds_a_thread() -> None:
+    probe = ROOT / "duties.py"
+    assert _thread_owners(probe) != []
 
 
 @pytest.mark.parametrize("first", [
