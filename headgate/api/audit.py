@@ -34,7 +34,7 @@ LOCAL = "local"
 _BEFORE = "headgate_audit_before"
 
 # Not audited: producers' enqueues (the job records who enqueued it).
-SKIPPED = frozenset({"api.enqueue"})
+SKIPPED = frozenset({"api.enqueue", "api.simulate"})
 
 
 def actor() -> str:

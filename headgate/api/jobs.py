@@ -21,8 +21,10 @@ from headgate.core import (
     fingerprint,
 )
 from headgate.core.cursors import decode_cursor
+from headgate.core.forecast import Prediction
 from headgate.core.ids import new_id
 from headgate.core.job_search import parse_search
+from headgate.forecasting import Forecaster
 from headgate.web.segments import Segment
 
 from . import idempotency
@@ -435,7 +437,16 @@ def edit_payload(job_id: str) -> flask.Response:
 
 @bp.get("/jobs/<segment:job_id>/admission")
 def admission(job_id: str) -> flask.Response:
-    explanation = store().explain_admission(job_id)
+    """The store's explanation, plus `expected_start` (docs/forecast.md): in how many
+    ms the job is expected to start, with its 10th-90th percentile range, or null
+    with the reason nothing can be known."""
+    s = store()
+    explanation = s.explain_admission(job_id)
     if explanation is None:
         raise ApiError(404, "no such job")
-    return json_response(explanation.as_dict())
+    body = explanation.as_dict()
+    job = s.get_job(job_id)
+    expected = (Forecaster(s).predict_job(job, explanation) if job is not None
+                else Prediction.unknown("not_waiting"))
+    body["expected_start"] = expected.as_dict()
+    return json_response(body)

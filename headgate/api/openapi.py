@@ -214,7 +214,49 @@ SCHEMAS: dict[str, Any] = {
         "blocked_by": {"enum": ["rate_class", "concurrency_limit", "fairness", "quarantine",
                                 "schedule", "queue_paused", None]},
         "detail": {"type": "object"}, "estimated_admission_ms": nullable(INT),
-    }, ["admissible", "blocked_by", "detail", "estimated_admission_ms"]),
+        "expected_start": ref("ExpectedStart"),
+    }, ["admissible", "blocked_by", "detail", "estimated_admission_ms", "expected_start"]),
+    "ExpectedStart": obj({
+        "ms": nullable({**INT, "minimum": 0}), "p10_ms": nullable({**INT, "minimum": 0}),
+        "p90_ms": nullable({**INT, "minimum": 0}),
+        "reason": one_of("queue_paused", "rate_class_paused", "weight_exceeds_burst",
+                         "quarantined", "no_live_worker", "no_measurements", "pending",
+                         "not_waiting", null=True),
+        "bound": one_of("now", "workers", "rate_class", "concurrency_limit", "measured",
+                        "schedule", null=True),
+    }, ["ms", "p10_ms", "p90_ms", "reason", "bound"], desc=(
+        "ms from now, with the 10th-90th percentile range; null with `reason` when "
+        "nothing can be known. `bound` names what sets the pace (docs/forecast.md).")),
+    "SimulateRequest": obj({
+        "rate_class": obj({"name": NAME, "limit": nullable({**INT, "minimum": 1,
+                                                            "maximum": 10**9}),
+                           "window_ms": nullable({**INT, "minimum": 1, "maximum": 2**62}),
+                           "burst": nullable({**INT, "minimum": 1, "maximum": 10**9})},
+                          ["name"]),
+        "concurrency_limit": obj({"name": NAME, "max_concurrent": {**INT, "minimum": 1,
+                                                                   "maximum": 10**9}},
+                                 ["name", "max_concurrent"]),
+        "queue": obj({"name": NAME, "weight": {**INT, "minimum": 1, "maximum": 2**32 - 1}},
+                     ["name", "weight"]),
+        "worker_slots": obj({"add": {**INT, "minimum": 1, "maximum": 10**6},
+                             "queues": arr(NAME)}, ["add"]),
+    }, desc="At least one change; the sections combine. `worker_slots.queues` defaults "
+            "to every queue with waiting jobs."),
+    "SimulatedQueue": obj({
+        "queue": STR, "waiting": INT, "oldest_job_id": nullable(STR),
+        "before": obj({"time_to_drain": ref("ExpectedStart"),
+                       "oldest_start": ref("ExpectedStart")},
+                      ["time_to_drain", "oldest_start"]),
+        "after": obj({"time_to_drain": ref("ExpectedStart"),
+                      "oldest_start": ref("ExpectedStart")},
+                     ["time_to_drain", "oldest_start"]),
+    }, ["queue", "waiting", "oldest_job_id", "before", "after"]),
+    "Simulation": obj({
+        "change": {"type": "object"},
+        "queues": arr(ref("SimulatedQueue")),
+        "before": obj({"time_to_drain": ref("ExpectedStart")}, ["time_to_drain"]),
+        "after": obj({"time_to_drain": ref("ExpectedStart")}, ["time_to_drain"]),
+    }, ["change", "queues", "before", "after"]),
     "Schedule": obj({
         "id": STR, "kind": STR, "queue": STR, "spec": STR, "next_run_ms": INT,
         "last_enqueued_ms": nullable(INT), "on_missed": {"enum": ["skip", "run_once",
@@ -400,11 +442,13 @@ IDEMPOTENCY_KEY = {
 def _operation(method: str, op_id: str, summary: str, tag: str, *,
                params: list[dict[str, Any]] | None = None, body: str | None = None,
                ok: dict[str, Any], errors: dict[str, dict[str, Any]] | None = None,
-               store: bool = True, auth: bool = True, description: str | None = None
-               ) -> dict[str, Any]:
+               store: bool = True, auth: bool = True, description: str | None = None,
+               read: bool = False) -> dict[str, Any]:
+    """`read`: a POST that changes nothing (blueprint.READ_POSTS): no Idempotency-Key,
+    allowed read-only."""
     params = list(params or [])
     responses: dict[str, Any] = dict(ok)
-    mutating = method in ("post", "put", "delete")
+    mutating = method in ("post", "put", "delete") and not read
     if mutating:
         params.append(IDEMPOTENCY_KEY)
         responses["400"] = _err("Missing Idempotency-Key, or a rejected argument.")
@@ -610,6 +654,14 @@ def _paths() -> dict[str, dict[str, Any]]:
     add("/jobs/{job_id}/admission", "get", _operation(
         "get", "explainAdmission", "Why the job is (not) running", "jobs", params=[JOB_ID],
         ok={"200": _resp("Explanation", ref("Explanation"))}))
+    add("/simulate", "post", _operation(
+        "post", "simulate", "What if a policy changed: time to drain and oldest jobs' "
+        "starts, before and after", "policy", body="SimulateRequest", read=True,
+        ok={"200": _resp("Before and after", ref("Simulation"))},
+        errors={"400": _err("An unknown rate class, concurrency limit or queue, a limit "
+                            "out of range, or no change named.")},
+        description="A read: changes nothing, needs no Idempotency-Key, is allowed in "
+                    "read-only mode and for read-only tokens, and is not audited."))
     add("/operations/{op_id}", "get", _operation(
         "get", "getOperation", "Progress of a bulk operation", "jobs",
         params=[_path_param("op_id", "operation id")],
@@ -733,7 +785,8 @@ def document() -> dict[str, Any]:
             "version": "1",
             "description": (
                 "A job queue whose dequeue is an admission decision. Errors are JSON "
-                "`{\"error\": ...}`. Every POST/PUT/DELETE needs an Idempotency-Key. "
+                "`{\"error\": ...}`. Every POST/PUT/DELETE needs an Idempotency-Key "
+                "(except POST /simulate, a read). "
                 "Payloads are base64 and hidden unless include_payload=true."
             ),
         },

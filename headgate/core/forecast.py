@@ -51,7 +51,8 @@ REASONS = (
     "quarantined",        # its fingerprint is quarantined; only a release lets it run
     "no_live_worker",     # no running worker serves the queue
     "no_measurements",    # no run time, rate class or completions to go by
-    "not_waiting",        # running, pending or finished: there is no start to expect
+    "pending",            # it waits for an operator to promote it
+    "not_waiting",        # running or finished: there is no start to expect
 )
 
 
