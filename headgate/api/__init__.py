@@ -4,7 +4,7 @@
 Modules follow the API's seams: `errors` (envelope, store-error mapping), `params`
 (body/query parsing with normalized rejections), `auth` (tokens, read-only),
 `idempotency` (Idempotency-Key storage and replay), then the route groups — `jobs`,
-`queues`, `policy`, `workers`, `periodic`, `operations` (bulk + runner), `events`
+`queues`, `policy`, `workers`, `periodic`, `operations` (bulk), `events`
 (SSE), `system`, `openapi` — and `metrics`.
 """
 
@@ -16,6 +16,9 @@ import flask
 from werkzeug.exceptions import HTTPException
 
 from headgate.config import Settings
+from headgate.duties import OperationsRunner
+from headgate.live import EventBroadcaster, ForeignChanges
+from headgate.store.port import Store
 from headgate.web import auth_throttle
 from headgate.web.globals import get_store
 from headgate.web.segments import Segment, keep_encoded_slashes
@@ -23,6 +26,7 @@ from headgate.web.segments import Segment, keep_encoded_slashes
 # Route modules register on the blueprint when imported.
 from . import (  # noqa: F401
     audit,
+    events,
     forecast,
     jobs,
     openapi,
@@ -33,12 +37,11 @@ from . import (  # noqa: F401
     system,
     workers,
 )
-from . import events as _events
 from .auth import TokenSet
 from .blueprint import api_path_checks, bp
 from .context import API_KEY, ApiHooks, ApiState, api_state
 from .errors import handle_http_exception
-from .metrics import Metrics, ops_bp
+from .metrics import METRICS_KEY, Metrics, ops_bp
 
 # A 1 MiB payload is ~1.4 MB of base64; the rest of an envelope fits in the margin.
 MAX_CONTENT_LENGTH = 2 * 1024 * 1024 + 256 * 1024
@@ -74,23 +77,22 @@ def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None
     # so the dashboard's errors still propagate the way Flask normally handles them.
     app.register_error_handler(HTTPException, handle_http_exception)
 
-    state.metrics = Metrics(lambda: get_store(app), int(time.time() * 1000))
-    app.before_request(state.metrics.before_request)
-    app.after_request(state.metrics.after_request)
+    metrics = app.extensions[METRICS_KEY] = Metrics(lambda: get_store(app),
+                                                    int(time.time() * 1000))
+    app.before_request(metrics.before_request)
+    app.after_request(metrics.after_request)
 
 
-def on_store_ready(app: flask.Flask, store: object) -> None:
-    """Start what needs the store: the SSE broadcaster and the operations runner."""
+def on_store_ready(app: flask.Flask, store: Store) -> None:
+    """Start the services that need the store: the SSE broadcaster and the operations
+    runner (headgate/live.py, headgate/duties.py)."""
     state = api_state(app)
     if state.broadcaster is None:
         # SQLite's signal hears only this process: the broadcaster also watches the
         # store for commits of workers and producers elsewhere.
-        state.broadcaster = _events.EventBroadcaster(
-            store.activity,  # type: ignore[attr-defined]
-            foreign=_events.ForeignChanges.of(store),
-        )
+        state.broadcaster = EventBroadcaster(store.activity, foreign=ForeignChanges.of(store))
     if state.runner is None and app.extensions.get("headgate.api.background", True):
-        state.runner = operations.OperationsRunner(store)  # type: ignore[arg-type]
+        state.runner = OperationsRunner(store)
         state.runner.start()
 
 
