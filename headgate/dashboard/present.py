@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -570,6 +571,63 @@ def attempts(job: Job) -> list[dict[str, Any]]:
     n = len(job.errors)
     return [{**e, "label": attempt_label(e, job, i == n - 1)}
             for i, e in reversed(list(enumerate(job.errors)))]
+
+
+# -- expected starts (headgate/forecasting.py) ---------------------------------------------
+
+NO_START = {
+    "queue_paused": "No expected start: its queue is paused.",
+    "rate_class_paused": "No expected start: its rate class is paused.",
+    "weight_exceeds_burst": "No expected start: it costs more tokens than its rate class "
+                            "ever holds.",
+    "quarantined": "No expected start: its fingerprint is quarantined.",
+    "no_live_worker": "No expected start: no running worker serves its queue.",
+    "no_measurements": "No expected start yet: no run time, rate class or completions to "
+                       "go by.",
+}
+
+
+def _span_unit(ms: float) -> tuple[float, str]:
+    if ms < 90_000:
+        return 1000.0, "s"
+    if ms < 90 * 60_000:
+        return 60_000.0, "min"
+    return 3_600_000.0, "h"
+
+
+def _in_unit(ms: float, unit: float) -> str:
+    value = ms / unit
+    if unit > 1000 and value < 10:  # 1.5 min, not 2 min
+        return f"{value:.1f}".removesuffix(".0")
+    return str(round(value))
+
+
+def expected_start(pred: Mapping[str, Any] | None) -> str | None:
+    """`expected to start in about 40 s (20–70 s)`, or why there is no such number;
+    None where there is nothing to say (running, finished)."""
+    if not pred:
+        return None
+    ms, reason = pred.get("ms"), pred.get("reason")
+    if ms is None:
+        return NO_START.get(str(reason))
+    if pred.get("bound") == "now" or ms <= 0:
+        return "Expected to start now, at the next worker's poll."
+    low, high = pred.get("p10_ms") or 0, pred.get("p90_ms") or ms
+    unit, name = _span_unit(max(ms, high))
+    about = f"{_in_unit(ms, unit)} {name}"
+    return (f"Expected to start in about {about} "
+            f"({_in_unit(low, unit)}–{_in_unit(high, unit)} {name}).")
+
+
+def expected_short(pred: Mapping[str, Any] | None) -> str | None:
+    """The job list's cell: `~40 s`, with the range in the title."""
+    if not pred or pred.get("ms") is None:
+        return None
+    ms = pred["ms"]
+    if ms <= 0:
+        return "now"
+    unit, name = _span_unit(ms)
+    return f"~{_in_unit(ms, unit)} {name}"
 
 
 def blocker(exp: Explanation | None, served: bool) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ from werkzeug.wrappers import Response as BaseResponse  # what flask.redirect re
 from headgate.core import HeadgateError, Job, JobFilter, JobPage, State, drain, names
 from headgate.core.latency import summaries, window_start
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
+from headgate.forecasting import Forecaster
 from headgate.web import auth_throttle
 from headgate.web.errors import error_response
 from headgate.web.globals import get_store
@@ -324,6 +325,8 @@ def sheet_data(s: Any, job_id: str) -> dict[str, Any] | None:
         "progress": s.get_progress(job_id),
         "explanation": exp,
         "sentences": present.explain_sentences(exp, job, now),
+        "expected": (present.expected_start(Forecaster(s).predict_job(job, exp).as_dict())
+                     if job.state is State.AVAILABLE else None),
         # The fix beside the words (Resume a paused rate class or queue, …), as the
         # overview's row offers it; whether a worker serves the queue is its concern.
         "blocker": present.blocker(exp, True) if job.state is State.AVAILABLE else None,
@@ -355,6 +358,7 @@ def jobs() -> tuple[str, int]:
     counts = s.counts(query.queue or query.filter.queue or None)
     queue_names = [q["queue"] for q in s.queue_stats()]
     sheet = sheet_data(s, query.job) if query.job else None
+    starts = expected_starts(s, page.jobs)
     selector, bulk_why = query.bulk_selector()
     # A missing job is a 404 for a page load; an HTMX refresh (after a delete) still
     # swaps, since htmx ignores error responses.
@@ -365,7 +369,19 @@ def jobs() -> tuple[str, int]:
                   next_cursor=page.next_cursor, error=error, counts=counts,
                   queue_names=queue_names, sheet=sheet, selector=selector,
                   bulk_why=bulk_why, kind_latency=kind_latency,
-                  scan_limited=page.scan_limited), status
+                  scan_limited=page.scan_limited, starts=starts), status
+
+
+def expected_starts(s: Any, page: list[Job]) -> dict[str, dict[str, str | None]]:
+    """The waiting jobs' expected starts for a list page: one gather of the shared
+    inputs and one read of their places, however many jobs wait on the page."""
+    waiting = [j for j in page if j.state is State.AVAILABLE]
+    if not waiting:
+        return {}
+    preds = Forecaster(s).predict_jobs(waiting)
+    return {job_id: {"short": present.expected_short(p.as_dict()),
+                     "long": present.expected_start(p.as_dict())}
+            for job_id, p in preds.items()}
 
 
 # How many new jobs the list's prompt counts at most ("100+ new jobs").

@@ -167,7 +167,7 @@
         }
         setPath(body, key, value);
       });
-      Object.keys(arrays).forEach(function (k) { body[k] = arrays[k]; });
+      Object.keys(arrays).forEach(function (k) { setPath(body, k, arrays[k]); });
       if (scope.tagName === "FORM") {
         scope.querySelectorAll('input[type=checkbox][data-json="bool"]').forEach(function (cb) {
           if (!cb.checked) setPath(body, cb.name, false);
@@ -236,6 +236,60 @@
       { target: selector, select: selector, swap: "outerHTML" });
   }
 
+  /* -- what-if (POST /simulate): the answer as a small table beside its form -------- */
+  function span(ms) {
+    if (ms < 1000) return Math.round(ms) + " ms";
+    if (ms < 90000) return Math.round(ms / 1000) + " s";
+    if (ms < 5400000) return (Math.round(ms / 6000) / 10) + " min";
+    return (Math.round(ms / 360000) / 10) + " h";
+  }
+
+  var NO_START = {
+    queue_paused: "queue paused", rate_class_paused: "class paused",
+    weight_exceeds_burst: "weight over burst", quarantined: "quarantined",
+    no_live_worker: "no live worker", no_measurements: "not measured yet",
+    pending: "pending", not_waiting: "nothing waiting"
+  };
+
+  function guess(p) {
+    if (!p) return "—";
+    if (p.ms === null || p.ms === undefined) return NO_START[p.reason] || p.reason || "unknown";
+    if (p.ms <= 0) return "now";
+    return "~" + span(p.ms) + " (" + span(p.p10_ms) + "–" + span(p.p90_ms) + ")";
+  }
+
+  function renderSimulation(elt, body) {
+    var slot = elt.nextElementSibling;
+    if (!slot || !slot.hasAttribute("data-simulation") || !body) return;
+    slot.textContent = "";
+    var lead = document.createElement("p");
+    lead.className = "simulation-lead";
+    lead.textContent = "Backlog drains in " + guess(body.before.time_to_drain) +
+      " now; " + guess(body.after.time_to_drain) + " with the change.";
+    slot.appendChild(lead);
+    if (!body.queues.length) return;
+    var table = document.createElement("table");
+    table.className = "grid compact";
+    var head = table.createTHead().insertRow();
+    ["Queue", "Waiting", "Drains now", "With the change", "Oldest starts now",
+      "With the change"].forEach(function (label) {
+      var th = document.createElement("th");
+      th.scope = "col";
+      th.textContent = label;
+      head.appendChild(th);
+    });
+    var tbody = table.createTBody();
+    body.queues.forEach(function (q) {
+      var row = tbody.insertRow();
+      row.setAttribute("data-queue", q.queue);
+      [q.queue, String(q.waiting), guess(q.before.time_to_drain), guess(q.after.time_to_drain),
+        guess(q.before.oldest_start), guess(q.after.oldest_start)].forEach(function (text) {
+        row.insertCell().textContent = text;
+      });
+    });
+    slot.appendChild(table);
+  }
+
   /* The answer is handled on the XHR itself, not on htmx:afterRequest: a live update may
    * replace the clicked button (e.g. the job's sheet re-rendered because the action
    * changed the job) before the response arrives, and events on a detached element
@@ -253,6 +307,7 @@
           { target: sent.thenTarget, swap: "innerHTML" });
       }
       if (sent.refresh) refreshRegion(sent.refresh);
+      if (sent.simulate) renderSimulation(elt, body);
     } else {
       sayInPlace(elt, errorText(xhr.status, body), "error");
     }
@@ -269,7 +324,8 @@
       then: elt.getAttribute("data-then"),
       thenTarget: elt.getAttribute("data-then-target"),
       refresh: elt.getAttribute("data-refresh"),
-      quiet: elt.hasAttribute("data-quiet")
+      quiet: elt.hasAttribute("data-quiet"),
+      simulate: elt.hasAttribute("data-simulate")
     };
     xhr.addEventListener("loadend", function () { onAnswer(elt, xhr, sent); });
   });
