@@ -116,13 +116,8 @@ def display_store_url(url: str) -> str:
 
 def url_of_store(store: object) -> str | None:
     """The URL of an open store (a SQLite file's path, a PostgreSQL store's URL), or
-    None for a store of another kind."""
-    backend = getattr(store, "backend", None)
-    if backend == "sqlite" and isinstance(path := getattr(store, "path", None), str):
-        return f"sqlite:///{path}"
-    if backend == "postgres" and isinstance(url := getattr(store, "url", None), str):
-        return url
-    return None
+    None for a store that cannot say."""
+    return store.store_url()
 
 
 def same_store(a: str, b: str) -> bool:
@@ -248,13 +243,18 @@ class TokensFile(NamedTuple):
     read_only: tuple[str, ...]
     # (token, name) for the lines that give a `name=`.
     names: tuple[tuple[str, str], ...] = ()
+    # Worker tokens (`worker`): the worker protocol only.
+    worker: tuple[str, ...] = ()
+    # (token, queues) for the worker lines that give a `queues=`.
+    worker_queues: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def read_tokens_file(path: str) -> TokensFile:
-    """(read-write, read-only) bearer tokens from a file: one per line, optionally
-    followed by `rw` (the default) or `ro` and by `name=NAME`, the name the audit log
-    records for what the token does; blank lines and `#` comments are skipped.
-    A file keeps secrets out of the environment and the process list."""
+    """(read-write, read-only, worker) bearer tokens from a file: one per line,
+    optionally followed by `rw` (the default), `ro` or `worker` and by `name=NAME`, the
+    name the audit log records for what the token does; a `worker` token may add
+    `queues=A,B`, the only queues it may serve. Blank lines and `#` comments are
+    skipped. A file keeps secrets out of the environment and the process list."""
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
@@ -262,12 +262,14 @@ def read_tokens_file(path: str) -> TokensFile:
         raise ConfigError(f"HG_API_TOKENS_FILE cannot be read: {exc.strerror}") from None
     full: list[str] = []
     read_only: list[str] = []
+    worker: list[str] = []
+    worker_queues: dict[str, tuple[str, ...]] = {}
     names: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
         words = line.split("#", 1)[0].split()
         if not words:
             continue
-        kind, name = None, None
+        kind, name, queues = None, None, None
         for word in words[1:]:
             if word.startswith("name=") and name is None:
                 name = word[len("name="):]
@@ -278,16 +280,28 @@ def read_tokens_file(path: str) -> TokensFile:
                 if name in names.values():
                     raise ConfigError(f"HG_API_TOKENS_FILE line {number}: the name "
                                       f"{name!r} is already another token's")
-            elif word.lower() in ("rw", "ro") and kind is None:
+            elif word.lower() in ("rw", "ro", "worker") and kind is None:
                 kind = word.lower()
+            elif word.startswith("queues=") and queues is None:
+                queues = tuple(q for q in word[len("queues="):].split(",") if q)
+                if not queues:
+                    raise ConfigError(f"HG_API_TOKENS_FILE line {number}: queues= names "
+                                      "at least one queue")
             else:
                 # The token itself is never echoed back.
                 raise ConfigError(f"HG_API_TOKENS_FILE line {number}: expected "
-                                  "`TOKEN [rw|ro] [name=NAME]`")
-        (read_only if kind == "ro" else full).append(words[0])
+                                  "`TOKEN [rw|ro|worker] [name=NAME] [queues=A,B]`")
+        if queues is not None and kind != "worker":
+            raise ConfigError(f"HG_API_TOKENS_FILE line {number}: queues= is for worker "
+                              "tokens only")
+        target = {"ro": read_only, "worker": worker}.get(kind or "rw", full)
+        target.append(words[0])
         if name is not None:
             names[words[0]] = name
-    return TokensFile(tuple(full), tuple(read_only), tuple(names.items()))
+        if queues is not None:
+            worker_queues[words[0]] = queues
+    return TokensFile(tuple(full), tuple(read_only), tuple(names.items()), tuple(worker),
+                      tuple(worker_queues.items()))
 
 
 TrustedProxies = int | tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] | None
@@ -353,6 +367,11 @@ class Settings:
     audit_retention_ms: int = DEFAULT_AUDIT_RETENTION_MS
     # (token, name) pairs from the tokens file: whom the audit log names for a token.
     api_token_names: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # Tokens that may only use the worker protocol (register, claim, heartbeat, finish).
+    api_worker_tokens: tuple[str, ...] = field(default=(), repr=False)
+    # (token, queues): the queues a worker token may serve (unlisted tokens: any).
+    api_worker_queues: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(),
+                                                                       repr=False)
 
     def __post_init__(self) -> None:
         if self.store not in ("sqlite", "pg"):
@@ -364,13 +383,17 @@ class Settings:
         env = os.environ if env is None else env
         tokens = _token_list(env.get("HG_API_TOKENS", ""))
         read_tokens = _token_list(env.get("HG_API_READ_TOKENS", ""))
+        worker_tokens = _token_list(env.get("HG_API_WORKER_TOKENS", ""))
         tokens_file = env.get("HG_API_TOKENS_FILE", "").strip()
         token_names: tuple[tuple[str, str], ...] = ()
+        worker_queues: tuple[tuple[str, tuple[str, ...]], ...] = ()
         if tokens_file:
             from_file = read_tokens_file(tokens_file)
             tokens += from_file.full
             read_tokens += from_file.read_only
+            worker_tokens += from_file.worker
             token_names = from_file.names
+            worker_queues = from_file.worker_queues
         return cls(
             **_store_fields(env),
             api_addr=env.get("HG_API_ADDR", "").strip() or DEFAULT_API_ADDR,
@@ -388,6 +411,8 @@ class Settings:
             history_retention_ms=history_retention_ms_from_env(env),
             audit_retention_ms=audit_retention_ms_from_env(env),
             api_token_names=token_names,
+            api_worker_tokens=worker_tokens,
+            api_worker_queues=worker_queues,
         )
 
     def store_url(self) -> str:

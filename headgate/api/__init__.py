@@ -35,6 +35,7 @@ from . import (  # noqa: F401
     policy,
     queues,
     system,
+    worker_protocol,
     workers,
 )
 from .auth import TokenSet

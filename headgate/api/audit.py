@@ -33,8 +33,11 @@ ANONYMOUS_REMOTE = "anonymous"
 LOCAL = "local"
 _BEFORE = "headgate_audit_before"
 
-# Not audited: producers' enqueues (the job records who enqueued it).
-SKIPPED = frozenset({"api.enqueue", "api.simulate"})
+# Not audited: producers' enqueues (the job records who enqueued it) and a remote
+# worker's traffic between registering and leaving (the job's attempts record it).
+SKIPPED = frozenset({"api.enqueue", "api.simulate", "api.worker_heartbeat", "api.claim_jobs",
+                     "api.extend_lease", "api.complete_job", "api.fail_job",
+                     "api.snooze_job", "api.report_progress"})
 
 
 def actor() -> str:
@@ -251,6 +254,12 @@ DESCRIBE: dict[str, Describe] = {
     "api.system_prune": _prune,
     "api.signal_worker": _simple("worker.signal", lambda: f"worker:{_arg('worker_id')}",
                                  lambda _r: {"command": _body().get("command")}),
+    "api.register_worker": lambda r: (
+        "worker.register", f"worker:{(_answer(r) or {}).get('worker_id', '')}",
+        {k: (_answer(r) or {}).get(k) for k in ("queues", "capacity", "agent")}, "ok"),
+    "api.deregister_worker": _simple(
+        "worker.deregister", lambda: f"worker:{_arg('worker_id')}",
+        lambda r: {"released": (_answer(r) or {}).get("released")}),
 }
 # Settings whose values before the change tell create from edit from pause/resume.
 BEFORE: dict[str, Callable[[], Any]] = {

@@ -1,6 +1,8 @@
 """Who is calling: bearer API tokens (docs/api.md, Access) and read-only enforcement.
 
-Tokens come from Settings (HG_API_TOKENS, HG_API_READ_TOKENS, HG_API_TOKENS_FILE).
+Tokens come from Settings (HG_API_TOKENS, HG_API_READ_TOKENS, HG_API_WORKER_TOKENS,
+HG_API_TOKENS_FILE). A worker token reaches the worker protocol only (blueprint.py),
+optionally for named queues, so a worker host holds no operator's credential.
 When any is configured, every /api/v1 route except healthz needs one — in the
 Authorization header only: a token in a query string ends up in access logs, proxy
 logs and browser history, so one sent that way is refused outright rather than ignored.
@@ -39,11 +41,14 @@ def token_name(token: bytes) -> str:
 @dataclass(frozen=True, slots=True)
 class Caller:
     """The authenticated caller. `identity` scopes idempotency keys and is the default
-    enqueue identity; `read_only` callers may only GET."""
+    enqueue identity; `read_only` callers may only GET; `worker` callers may only use
+    the worker protocol, for `queues` when those are given."""
 
     identity: str
     read_only: bool = False
     authenticated: bool = False
+    worker: bool = False
+    queues: frozenset[str] | None = field(default=None, compare=False)
     # Whom the audit log names: the tokens file's `name=`, else token_name(). Not part
     # of equality: `identity` says who the caller is.
     name: str = field(default=LOCAL_NAME, compare=False)
@@ -54,6 +59,8 @@ class TokenSet:
     full: tuple[bytes, ...] = ()
     read_only: tuple[bytes, ...] = ()
     names: tuple[tuple[bytes, str], ...] = ()
+    worker: tuple[bytes, ...] = ()
+    worker_queues: tuple[tuple[bytes, tuple[str, ...]], ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TokenSet:
@@ -61,6 +68,8 @@ class TokenSet:
             tuple(t.encode() for t in settings.api_tokens),
             tuple(t.encode() for t in getattr(settings, "api_read_tokens", ())),
             tuple((t.encode(), n) for t, n in getattr(settings, "api_token_names", ())),
+            tuple(t.encode() for t in getattr(settings, "api_worker_tokens", ())),
+            tuple((t.encode(), q) for t, q in getattr(settings, "api_worker_queues", ())),
         )
 
     def name_of(self, token: bytes) -> str:
@@ -69,18 +78,22 @@ class TokenSet:
 
     @property
     def enabled(self) -> bool:
-        return bool(self.full or self.read_only)
+        return bool(self.full or self.read_only or self.worker)
 
     def match(self, presented: str) -> Caller | None:
         candidate = presented.encode("utf-8", "surrogateescape")
         found: Caller | None = None
         # No early exit: every configured token is compared.
-        for read_only, tokens in ((False, self.full), (True, self.read_only)):
+        for mode, tokens in (("rw", self.full), ("ro", self.read_only),
+                             ("worker", self.worker)):
             for token in tokens:
                 if hmac.compare_digest(candidate, token) and found is None:
                     digest = hashlib.sha256(token).hexdigest()[:16]
-                    found = Caller(f"token:{digest}", read_only=read_only,
-                                   authenticated=True, name=self.name_of(token))
+                    queues = dict(self.worker_queues).get(token) if mode == "worker" else None
+                    found = Caller(f"token:{digest}", read_only=mode == "ro",
+                                   authenticated=True, name=self.name_of(token),
+                                   worker=mode == "worker",
+                                   queues=None if queues is None else frozenset(queues))
         return found
 
 

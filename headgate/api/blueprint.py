@@ -1,6 +1,6 @@
 """The `/api/v1` blueprint and the checks every request passes before its handler.
 
-Order (outermost first): authentication, read-only mode,
+Order (outermost first): authentication, a worker token's scope, read-only mode,
 Idempotency-Key. Only requests that reach a route of this blueprint pass here; unknown
 paths and methods are answered by the app-level JSON 404/405 handlers.
 """
@@ -46,6 +46,13 @@ UNAUTHENTICATED_ENDPOINTS = frozenset({"api.healthz"})
 # POSTs that are reads (a body too rich for a query string, nothing changed): no
 # Idempotency-Key, allowed read-only, not audited.
 READ_POSTS = frozenset({"api.simulate"})
+# What a worker token may call (worker_protocol.py): its own side of the queue, never
+# a listing, a payload outside its claims or an operator action.
+WORKER_ENDPOINTS = frozenset({
+    "api.register_worker", "api.worker_heartbeat", "api.claim_jobs", "api.extend_lease",
+    "api.complete_job", "api.fail_job", "api.snooze_job", "api.report_progress",
+    "api.deregister_worker",
+})
 
 
 @bp.before_request
@@ -56,6 +63,8 @@ def _guard() -> flask.Response | None:
     state = api_state()
     who = authenticate(state.tokens)
     flask.g.headgate_caller = who
+    if who.worker and request.endpoint not in WORKER_ENDPOINTS:
+        raise ApiError(403, "worker token")
     if request.endpoint in READ_POSTS:
         return None
     if request.method != "GET":

@@ -8,6 +8,7 @@ an embedding application) can coexist in one process.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from headgate.duties import OperationsRunner
 from headgate.live import EventBroadcaster
 from headgate.store.port import Store
 from headgate.web.globals import get_store
+from headgate.worker.remote import RemoteWorkers
 
 from .auth import ANONYMOUS, Caller, TokenSet
 from .errors import ApiError
@@ -59,6 +61,7 @@ class ApiState:
     client: Client | None = None
     broadcaster: EventBroadcaster | None = None
     runner: OperationsRunner | None = None
+    remote: RemoteWorkers | None = None
 
     def producer(self, store: Store) -> Client:
         if self.client is None or self.client.store is not store:
@@ -97,6 +100,19 @@ def store() -> Store:
 
 def producer() -> Client:
     return api_state().producer(store())
+
+
+def remote_workers(stale_ms: int) -> RemoteWorkers:
+    """The sessions of workers on the HTTP worker protocol, on this app's store."""
+    state, s = api_state(), store()
+    with _REMOTE_LOCK:  # one set of sessions per app: claims of a worker are serialized
+        if state.remote is None or state.remote.store is not s:
+            state.remote = RemoteWorkers(s, stale_ms=stale_ms,
+                                         lease_ms=state.settings.lease_ms)
+        return state.remote
+
+
+_REMOTE_LOCK = threading.Lock()
 
 
 @contextmanager

@@ -256,7 +256,9 @@ class Metrics:
 
 @ops_bp.get("/metrics")
 def metrics() -> Any:
-    authenticate(api_state().tokens)  # an exposed server does not publish its queue names
+    # An exposed server does not publish its queue names, not even to a worker's host.
+    if authenticate(api_state().tokens).worker:
+        raise ApiError(403, "worker token")
     metrics: Metrics = flask.current_app.extensions[METRICS_KEY]
     body = generate_latest(metrics.registry)
     # content_type, not mimetype: Flask appends a charset to a mimetype, and this one

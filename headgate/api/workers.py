@@ -52,6 +52,10 @@ def worker_json(w: dict[str, Any]) -> dict[str, Any]:
         "pending_signal": w.get("pending_signal"),
         # Additive: the jobs it holds leases on now, longest-running first.
         "running": w.get("running", []),
+        # Additive: a worker on the worker protocol's agent string and kinds (null for
+        # a Python worker).
+        "agent": w.get("agent"),
+        "kinds": w.get("kinds"),
     }
 
 

@@ -205,12 +205,13 @@ def delete_concurrency_limit(conn: Connection, name: str, force: bool) -> tuple[
 
 UPSERT_WORKER = """
 INSERT INTO workers (worker_id, host, pid, queues, concurrency, inflight, polls, empty_polls,
-    started_at_ms, heartbeat_at_ms, status)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    started_at_ms, heartbeat_at_ms, status, agent, kinds)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (worker_id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
     queues = excluded.queues, concurrency = excluded.concurrency, inflight = excluded.inflight,
     polls = excluded.polls, empty_polls = excluded.empty_polls,
-    heartbeat_at_ms = excluded.heartbeat_at_ms, status = excluded.status
+    heartbeat_at_ms = excluded.heartbeat_at_ms, status = excluded.status,
+    agent = excluded.agent, kinds = excluded.kinds
 """
 
 
@@ -233,10 +234,14 @@ def heartbeat(
         "started_at_ms": int(worker.get("started_at_ms", now)),
         "status": str(worker.get("status", "running")),
     }
+    # A worker on the HTTP protocol names its agent and kinds; a Python worker neither.
+    agent = worker.get("agent")
+    kinds = worker.get("kinds")
     conn.execute(UPSERT_WORKER, (
         row["worker_id"], row["host"], row["pid"], row["queues"], row["concurrency"],
         row["inflight"], row["polls"], row["empty_polls"], row["started_at_ms"], now,
-        row["status"],
+        row["status"], None if agent is None else str(agent),
+        None if kinds is None else json.dumps(list(kinds)),
     ))
     signal = conn.execute(
         "SELECT pending_signal FROM workers WHERE worker_id = ?", (row["worker_id"],)

@@ -218,14 +218,15 @@ def list_workers(conn: Connection, now: int, within_ms: int) -> list[dict[str, A
     out = []
     for row in conn.execute(
         "SELECT worker_id, host, pid, queues, concurrency, inflight, polls, empty_polls, "
-        "started_at_ms, heartbeat_at_ms, status, pending_signal FROM workers "
+        "started_at_ms, heartbeat_at_ms, status, pending_signal, agent, kinds FROM workers "
         "WHERE heartbeat_at_ms >= ? ORDER BY worker_id", (now - within_ms,),
     ):
         out.append({
             "worker_id": row[0], "host": row[1], "pid": row[2], "queues": json.loads(row[3]),
             "concurrency": row[4], "inflight": row[5], "polls": row[6], "empty_polls": row[7],
             "started_at_ms": row[8], "heartbeat_at_ms": row[9], "status": row[10],
-            "pending_signal": row[11],
+            "pending_signal": row[11], "agent": row[12],
+            "kinds": None if row[13] is None else json.loads(row[13]),
         })
     return out
 
