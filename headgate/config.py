@@ -116,8 +116,13 @@ def display_store_url(url: str) -> str:
 
 def url_of_store(store: object) -> str | None:
     """The URL of an open store (a SQLite file's path, a PostgreSQL store's URL), or
-    None for a store that cannot say."""
-    return store.store_url()
+    None for a store of another kind."""
+    backend = getattr(store, "backend", None)
+    if backend == "sqlite" and isinstance(path := getattr(store, "path", None), str):
+        return f"sqlite:///{path}"
+    if backend == "postgres" and isinstance(url := getattr(store, "url", None), str):
+        return url
+    return None
 
 
 def same_store(a: str, b: str) -> bool:

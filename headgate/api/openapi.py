@@ -293,6 +293,11 @@ SCHEMAS: dict[str, Any] = {
         "status": nullable(STR), "pending_signal": nullable(STR),
         "running": {**arr(ref("RunningJob")), "description": (
             "The jobs it holds leases on now, longest-running first.")},
+        "agent": {**nullable(STR), "description": (
+            "What a worker on the worker protocol registered as; null for a Python "
+            "worker.")},
+        "kinds": {**nullable(arr(STR)), "description": (
+            "The kinds a worker on the worker protocol handles ([]: every kind).")},
     }, ["worker_id", "host", "pid", "queues", "concurrency", "started_at_ms",
         "heartbeat_at_ms", "inflight", "polls", "empty_polls", "utilization",
         "empty_poll_ratio"]),
@@ -306,6 +311,92 @@ SCHEMAS: dict[str, Any] = {
     "SignalRequest": obj({"command": {
         **one_of("quiet", "resume", "restart", "terminate", "resign", null=True),
         "description": "null clears"}}),
+    # -- the worker protocol
+    "WorkerRegistration": obj({
+        "queues": {**arr({"type": "string", "minLength": 1, "maxLength": 255}),
+                   "minItems": 1, "description": "The queues it serves."},
+        "capacity": {**U32, "minimum": 1, "maximum": 1000,
+                     "description": "The most jobs it holds at once."},
+        "agent": {"type": "string", "maxLength": 255, "description": (
+            "Its language and library, e.g. `node/20 my-worker/1`.")},
+        "kinds": {**arr({"type": "string", "minLength": 1, "maxLength": 128}),
+                  "description": "The kinds it handles (absent or []: every kind). A "
+                  "claimed job of another kind is recorded undecodable."},
+        "worker_id": {"type": ["string", "null"], "minLength": 1, "maxLength": 255,
+                      "description": "Absent: the server makes one."},
+        "host": {"type": ["string", "null"], "maxLength": 255},
+        "pid": nullable({**U32, "maximum": 2**31 - 1}),
+    }, ["queues", "capacity"]),
+    "WorkerSession": obj({
+        "worker_id": STR, "queues": arr(STR), "kinds": arr(STR), "capacity": INT,
+        "agent": STR, "lease_ms": INT, "heartbeat_ms": INT, "max_wait_ms": INT,
+    }, ["worker_id", "queues", "kinds", "capacity", "agent", "lease_ms", "heartbeat_ms",
+        "max_wait_ms"]),
+    "HeartbeatRequest": obj({"running": {**arr(obj(
+        {"job_id": STR, "fence": {**U64, "maximum": 2**63 - 1}}, ["job_id", "fence"])),
+        "description": "The jobs it runs now, to learn which were cancelled."}}),
+    "HeartbeatReply": obj({
+        "signal": {**one_of("quiet", "resume", "restart", "terminate", "resign", null=True),
+                   "description": "An operator's signal, delivered once."},
+        "status": STR, "inflight": INT, "heartbeat_ms": INT,
+        "cancelled": {**arr(obj({"job_id": STR, "fence": INT}, ["job_id", "fence"])),
+                      "description": "Jobs it runs that are no longer its to run: stop "
+                                     "them; their acks would be refused."},
+    }, ["signal", "status", "inflight", "cancelled", "heartbeat_ms"]),
+    "ClaimRequest": obj({
+        "max": {**U32, "minimum": 1, "description": "At most this many (absent: every free "
+                "slot); more than its free capacity is a 409."},
+        "wait_ms": {**U32, "maximum": 30_000, "description": "Long poll: wait this long "
+                    "for a job (default 0)."},
+        "lease_ms": {**U32, "minimum": 1, "maximum": 86_400_000,
+                     "description": "The leases' length (default: the server's)."},
+    }),
+    "ClaimedJob": obj({
+        "id": STR, "kind": STR, "queue": STR, "payload": B64, "schema_version": INT,
+        "attempt": INT, "crash_attempt": INT, "max_attempts": INT, "priority": INT,
+        "partition_key": STR, "rate_class": STR, "weight": INT, "tags": arr(STR),
+        "headers": {"type": "object", "additionalProperties": STR},
+        "enqueued_at_ms": INT, "lease_id": STR, "fence": INT, "lease_expires_at_ms": INT,
+    }, ["id", "kind", "queue", "payload", "schema_version", "attempt", "max_attempts",
+        "lease_id", "fence", "lease_expires_at_ms"]),
+    "ClaimReply": obj({"jobs": arr(ref("ClaimedJob")), "status": STR}, ["jobs", "status"]),
+    "WorkerConflictError": obj({"error": STR, "capacity": INT, "held": INT, "free": INT,
+                                "fence": INT, "state": STR}, ["error"], desc=(
+        "409 on the worker protocol: past capacity (`capacity`, `held`, `free`), a stale "
+        "fence (`fence`: the job's), a job it does not hold (`state`), a deregistered "
+        "worker, a claim already waiting.")),
+    "ExtendRequest": obj({"lease_id": STR, "fence": {**U64, "maximum": 2**63 - 1},
+                          "lease_ms": {**U32, "minimum": 1, "maximum": 86_400_000}},
+                         ["lease_id", "fence"]),
+    "ExtendReply": obj({"lease_expires_at_ms": INT}, ["lease_expires_at_ms"]),
+    "CompleteRequest": obj({
+        "lease_id": STR, "fence": {**U64, "maximum": 2**63 - 1},
+        "result": nullable(B64),
+        "result_schema_version": VERSION,
+        "output": nullable(B64),
+        "output_schema_version": VERSION,
+    }, ["lease_id", "fence"]),
+    "FailRequest": obj({
+        "lease_id": STR, "fence": {**U64, "maximum": 2**63 - 1},
+        "error": {"type": "string", "minLength": 1, "maxLength": 65_536},
+        "outcome": {**one_of("retry", "skip", "rate_limited", "undecodable"),
+                    "description": "retry (default): again after retry_in_ms or the "
+                    "backoff while attempts last; skip: archived; rate_limited: back "
+                    "without spending an attempt, its rate class emptied for "
+                    "retry_in_ms (the throttle hint); undecodable."},
+        "retry_in_ms": {**DURATION, "maximum": 31_536_000_000},
+        "logs": arr(STR),
+    }, ["lease_id", "fence", "error"]),
+    "FailReply": obj({"outcome": STR}, ["outcome"]),
+    "SnoozeRequest": obj({"lease_id": STR, "fence": {**U64, "maximum": 2**63 - 1},
+                          "delay_ms": {**DURATION, "maximum": 31_536_000_000}},
+                         ["lease_id", "fence", "delay_ms"]),
+    "ProgressRequest": obj({"lease_id": STR, "fence": {**U64, "maximum": 2**63 - 1},
+                            "current": {**U64, "maximum": 2**63 - 1},
+                            "total": {**U64, "maximum": 2**63 - 1},
+                            "message": {"type": ["string", "null"], "maxLength": 512}},
+                           ["lease_id", "fence", "current", "total"]),
+    "DeregisterReply": obj({"worker_id": STR, "released": INT}, ["worker_id", "released"]),
     "RateClass": obj({
         "name": STR, "tokens_available": NUM, "burst": INT, "limit_per_window": INT,
         "window_ms": INT, "jobs_waiting": INT, "paused": BOOL, "refill_in_ms": nullable(INT),
@@ -701,6 +792,50 @@ def _paths() -> dict[str, dict[str, Any]]:
     add("/workers/{worker_id}/signal", "post", _operation(
         "post", "signalWorker", "Deliver a signal on the next heartbeat", "workers",
         params=[_path_param("worker_id", "worker id")], body="SignalRequest", ok=NO_CONTENT))
+
+    # -- the worker protocol: a worker in any language, under the same admission
+    wid = _path_param("worker_id", "worker id (from registerWorker)")
+    held = [wid, _path_param("job_id", "a job the worker holds")]
+    conflict = {"409": _err("Past capacity, a stale fence, a job it does not hold, a "
+                            "deregistered worker, or the same Idempotency-Key in "
+                            "progress.", "WorkerConflictError")}
+    add("/workers", "post", _operation(
+        "post", "registerWorker", "Register a worker (worker protocol)", "worker protocol",
+        body="WorkerRegistration", ok={"201": _resp("Registered", ref("WorkerSession"))},
+        errors=conflict,
+        description="Creates or renews its registry row; heartbeat every `heartbeat_ms`. "
+                    "A worker token may register only for the queues it is bound to."))
+    add("/workers/{worker_id}", "delete", _operation(
+        "delete", "deregisterWorker", "Leave: hand its jobs back, uncharged",
+        "worker protocol", params=[wid],
+        ok={"200": _resp("Deregistered", ref("DeregisterReply"))}, errors=conflict))
+    add("/workers/{worker_id}/heartbeat", "post", _operation(
+        "post", "workerHeartbeat", "Heartbeat: signals and cancels", "worker protocol",
+        params=[wid], body="HeartbeatRequest",
+        ok={"200": _resp("The reply", ref("HeartbeatReply"))}, errors=conflict,
+        description="A worker silent for 15 minutes is aged out (404: register again); "
+                    "leases it does not extend expire and the reclaimer takes the jobs "
+                    "back."))
+    add("/workers/{worker_id}/claim", "post", _operation(
+        "post", "claimJobs", "Claim jobs by the store's admission (long poll)",
+        "worker protocol", params=[wid], body="ClaimRequest",
+        ok={"200": _resp("Claimed jobs (maybe none)", ref("ClaimReply"))}, errors=conflict,
+        description="The same admission as a Python worker's: rate classes, fairness, "
+                    "concurrency ceilings and quarantine hold across both."))
+    for verb, op_id, summary, body, ok in (
+        ("extend", "extendLease", "Extend a lease", "ExtendRequest",
+         {"200": _resp("Extended", ref("ExtendReply"))}),
+        ("complete", "completeJob", "Complete a job (result, output)", "CompleteRequest",
+         NO_CONTENT),
+        ("fail", "failJob", "Fail an attempt (retry hint, throttle)", "FailRequest",
+         {"200": _resp("The outcome applied", ref("FailReply"))}),
+        ("snooze", "snoozeJob", "Run it later without spending an attempt",
+         "SnoozeRequest", NO_CONTENT),
+        ("progress", "reportProgress", "Report progress", "ProgressRequest", NO_CONTENT),
+    ):
+        add(f"/workers/{{worker_id}}/jobs/{{job_id}}/{verb}", "post", _operation(
+            "post", op_id, summary, "worker protocol", params=held, body=body, ok=ok,
+            errors=conflict))
     add("/events", "get", _operation(
         "get", "events", "Server-Sent Events: queue_activity", "events",
         params=[{"name": "Last-Event-ID", "in": "header", "required": False,
