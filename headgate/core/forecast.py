@@ -35,6 +35,9 @@ Z90 = 1.2816
 # Relative spread of a rate the policy sets (tokens, slots, ceilings): polling, commits,
 # the rotation's position inside a round.
 POLICY_SPREAD = 0.12
+# Relative spread when slots set the pace: a worker's own per-job cost (admission, ack,
+# its dispatcher's turn) is not in the measured run time, so these come out early.
+WORKER_SPREAD = 0.25
 # Relative spread of a rate only measured (the queue's completions lately).
 MEASURED_SPREAD = 0.35
 # Absolute half-width under every range: a worker's poll and the admit's commit.
@@ -208,7 +211,8 @@ def flow(snap: Snapshot, queue: QueueInput, rate_class: str = "", weight: int = 
     rate, bound = min(rates)
     if cap is not None and cap * max(1, len(queue.waiting)) < rate:
         bound = "concurrency_limit"
-    return Flow(rate, max(0, instant), cap, room, bound, POLICY_SPREAD)
+    spread = POLICY_SPREAD if bound == "rate_class" else WORKER_SPREAD
+    return Flow(rate, max(0, instant), cap, room, bound, spread)
 
 
 def _slot_share(snap: Snapshot, queue: QueueInput) -> tuple[float, float]:
