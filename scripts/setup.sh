@@ -5,7 +5,7 @@
 # instead of trusting that someone ran it.
 #
 #   scripts/setup.sh          what `headgate serve` needs
-#   scripts/setup.sh --test   also PostgreSQL, Chromium and the test dependencies
+#   scripts/setup.sh --test   also PostgreSQL, Chromium, Node.js and the test dependencies
 set -euo pipefail
 
 usage() {
@@ -67,6 +67,10 @@ if [ "$with_test" = 1 ]; then
     # Debian's own build: Playwright's browser download cannot work offline.
     if ! command -v chromium >/dev/null 2>&1 && ! is_installed chromium; then
         apt_pkgs+=(chromium)
+    fi
+    # The worker protocol's reference worker (examples/http_worker.mjs) runs on it.
+    if ! command -v node >/dev/null 2>&1 && ! is_installed nodejs; then
+        apt_pkgs+=(nodejs)
     fi
 fi
 

@@ -31,3 +31,13 @@ def explode(message: str) -> None:
 def chatty(word: str) -> str:
     log.info("saying %s", word)
     return word.upper()
+
+
+@app.task(queue="polyglot", rate_class="polyglot")
+def polyglot(ms: int) -> dict:
+    """The kind examples/http_worker.mjs runs too, next to this worker: it sleeps
+    `ms` there and at most 0.2 s here (a job Node hung on ends here)."""
+    import time
+
+    time.sleep(min(ms, 200) / 1000)
+    return {"ran_by": "python"}
