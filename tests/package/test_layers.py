@@ -42,6 +42,7 @@ LAYER_OF = {
     "headgate.config": "services",
     "headgate.streak": "services",
     "headgate.scheduling": "services",
+    "headgate.forecasting": "services",
     "headgate.duties": "services",
     "headgate.live": "services",
     "headgate.server": "services",
