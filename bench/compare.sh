@@ -4,6 +4,8 @@
 # ceiling and memory, then one markdown table of ratios with PASS/MISS per target.
 #
 #   bench/compare.sh                          # everything: N=20000, RUNS=3 (a few hours)
+#   QUICK=1 bench/compare.sh                  # N=5000, one round, the QUICK_ONLY rows (minutes)
+#   AB="HEAD~1 HEAD" ONLY=headgate_pg QUICK=1 bench/compare.sh   # two commits alternated
 #   N=500 N_SLOW=200 RUNS=1 bench/compare.sh  # a smoke run of the scripts
 #   ONLY="headgate_pg pgqueuer limits_pg" bench/compare.sh
 #   SKIP="memory http" SKIP_SLOW=1 bench/compare.sh
@@ -27,20 +29,38 @@
 # WAL bytes per job run at N_WAL (5000): the figures move little with N, and the pinned
 # WAL makes a run slower the longer it gets (figures in docs/PERFORMANCE.md, Method).
 #
+# Every harness row runs under bench/cpu_meter.py: its W1-W3 lines gain cpu_us_per_job
+# {client, worker, server, total} over the same window as the jobs/s (server: the
+# PostgreSQL cluster's processes, for the PostgreSQL rows), and the tables show it.
+#
+# QUICK=1: N=5000, RUNS=1, N_SLOW=1000 and ONLY=$QUICK_ONLY unless given.
+# AB="<ref A> <ref B>": snapshots both commits and runs the selected headgate rows of each
+# alternately, A B A B ..., AB_ROUNDS (3) times, the selected peer rows once a round; the
+# summary (OUT/ab.md) has each ref's median and min-max of jobs/s and CPU us/job. The
+# other rows (limits, wal, http, memory) are not part of an A/B.
+#
 # Environment: N (20000), N_SLOW (5000), N_WAL (5000), RUNS (3: rounds of the peer rows, runs of the
-# others), ONLY, SKIP, SKIP_SLOW, MEM_JOBS (100000), MEM_SERVE (20000), HTTP_SECONDS (8),
+# others), ONLY, SKIP, SKIP_SLOW, QUICK, AB, AB_ROUNDS, MEM_JOBS (100000), MEM_SERVE (20000), HTTP_SECONDS (8),
 # OUT (/tmp/hg-compare/<timestamp>), HG_PEERS_DIR (../shared/peers), HG_REF (HEAD, snapshotted with git archive; "worktree"
 # measures the tree as it is), HG_COMPARE_PG (default: the harness's cluster on :5439,
 # so headgate and the PostgreSQL peers share one server and its settings).
 #
-# PostgreSQL: the harness's private cluster is started if it is down (as its
-# run_new_peers.sh does) and left running. Nothing else is started or stopped.
+# PostgreSQL: the harness's private cluster is started if it is down and a selected row
+# needs it without HG_COMPARE_PG (as its run_new_peers.sh does), and left running.
+# Nothing else is started or stopped.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PEERS_DIR=$(cd "${HG_PEERS_DIR:-$ROOT/../shared/peers}" && pwd)
 export HG_PEERS_DIR=$PEERS_DIR
 HG_PY=${HG_PY:-$ROOT/.venv/bin/python}
 V=/tmp/peers-venv
+# The rows a quick sitting measures: the open targets' headgate rows and their references.
+QUICK_ONLY="headgate_sqlite headgate_pg headgate_pg_c10 huey pgqueuer pgqueuer_async pgqueuer_default"
+if [ "${QUICK:-0}" = 1 ]; then
+  N=${N:-5000}; RUNS=${RUNS:-1}; N_SLOW=${N_SLOW:-1000}; ONLY=${ONLY:-$QUICK_ONLY}
+fi
+AB=${AB:-}
+AB_ROUNDS=${AB_ROUNDS:-3}
 N=${N:-20000}
 N_SLOW=${N_SLOW:-5000}
 N_WAL=${N_WAL:-5000}
@@ -96,8 +116,13 @@ if want oban; then
 fi
 
 # --- PostgreSQL: the harness's cluster, started if down, left up ----------------------
+need_pg=0
+for l in headgate_pg headgate_pg_policies headgate_pg_c10 pgqueuer pgqueuer_async \
+         pgqueuer_default oban chancy dbos_pg limits_pg wal_pg http memory; do
+  want $l && need_pg=1
+done
 pgstatus=$("$PEERS_DIR/servers.sh" status)
-if ! grep -q '^postgres pid: .* up' <<<"$pgstatus"; then
+if [ $need_pg = 1 ] && [ -z "${HG_COMPARE_PG:-}" ] && ! grep -q '^postgres pid: .* up' <<<"$pgstatus"; then
   PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
   mkdir -p /tmp/peers-pg && chown postgres:postgres /tmp/peers-pg
   [ -f /tmp/peers-pg/data/PG_VERSION ] || su postgres -c "$PGBIN/initdb -D /tmp/peers-pg/data -U postgres --auth=trust -E UTF8 >/tmp/peers-pg/initdb.log"
@@ -105,18 +130,37 @@ if ! grep -q '^postgres pid: .* up' <<<"$pgstatus"; then
     || { say "could not start the harness's PostgreSQL"; exit 1; }
 fi
 PG_URL=${HG_COMPARE_PG:-postgresql://${PEERS_PG_USER:-postgres}@${PEERS_PG_HOST:-127.0.0.1}:${PEERS_PG_PORT:-5439}/postgres}
+# The server's pid, for its processes' CPU (bench/cpu_meter.py); none: the rows say so.
+PG_PM=""
+if [ $need_pg = 1 ]; then
+  PG_PM=$("$HG_PY" "$ROOT/bench/cpu_meter.py" --find-postmaster "$PG_URL") \
+    || say "the PostgreSQL rows get no server CPU (its processes are not on this machine)"
+fi
 
 # --- which headgate: a snapshot of one commit, so commits landing meanwhile do not mix --
-HG_REF=${HG_REF:-HEAD}
-if [ "$HG_REF" != worktree ]; then
-  sha=$(git -C "$ROOT" rev-parse --short "$HG_REF") || { say "bad HG_REF $HG_REF"; exit 1; }
-  rm -rf "$OUT/src" && mkdir -p "$OUT/src"
+snapshot() {  # snapshot <ref> <dir>: headgate at <ref> into <dir>; prints its short sha
+  local sha
+  sha=$(git -C "$ROOT" rev-parse --short --verify "$1^{commit}") || return 1
+  rm -rf "$2" && mkdir -p "$2"
   # Migrations live in headgate/db/ now; an older commit also had a top-level db/.
   git -C "$ROOT" archive "$sha" headgate $(git -C "$ROOT" ls-tree --name-only "$sha" db) \
-    | tar -x -C "$OUT/src"
-  echo "$sha" >"$OUT/src/.hg-commit"
-  export HG_SRC="$OUT/src"
-  say "headgate snapshot of $sha in $HG_SRC"
+    | tar -x -C "$2" || return 1
+  echo "$sha" >"$2/.hg-commit"
+  echo "$sha"
+}
+if [ -n "$AB" ]; then
+  read -r AB_A AB_B ab_extra <<<"$AB"
+  { [ -n "${AB_B:-}" ] && [ -z "${ab_extra:-}" ]; } || { say "AB needs two refs, got '$AB'"; exit 1; }
+  sha_a=$(snapshot "$AB_A" "$OUT/src-a") || { say "bad ref $AB_A"; exit 1; }
+  sha_b=$(snapshot "$AB_B" "$OUT/src-b") || { say "bad ref $AB_B"; exit 1; }
+  say "A/B: A = $AB_A ($sha_a), B = $AB_B ($sha_b), $AB_ROUNDS rounds"
+else
+  HG_REF=${HG_REF:-HEAD}
+  if [ "$HG_REF" != worktree ]; then
+    sha=$(snapshot "$HG_REF" "$OUT/src") || { say "bad HG_REF $HG_REF"; exit 1; }
+    export HG_SRC="$OUT/src"
+    say "headgate snapshot of $sha in $HG_SRC"
+  fi
 fi
 
 T0=$(date +%s)
@@ -126,19 +170,31 @@ sampler=$!
 trap 'kill $sampler 2>/dev/null' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-for f in "$OUT"/*.jsonl "$OUT"/rounds/*.jsonl; do [ -e "$f" ] && rm -f "$f"; done
+for f in "$OUT"/*.jsonl "$OUT"/rounds/*.jsonl "$OUT"/[ab]/*.jsonl "$OUT"/[ab]/rounds/*.jsonl; do
+  [ -e "$f" ] && rm -f "$f"
+done
 
-run() {  # run <label> <python> <script> [args...]: appends JSON lines to OUT/<label>.jsonl
+DEST=$OUT  # where run() writes; an A/B's headgate rows go to OUT/a and OUT/b
+run() {  # run <label> <python> <script> [args...]: appends JSON lines to DEST/<label>.jsonl
   local label=$1 py=$2; shift 2
   want "$label" || return 0
   say ">> $label: $*"
   local t; t=$(date +%s)
   echo "$(date -u +%FT%TZ) $label $* | before: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/loadavg.txt"
-  if ! "$py" "$@" >>"$OUT/$label.jsonl" 2> >(tee -a "$OUT/$label.log" >&2); then
-    say "!! $label FAILED (see $OUT/$label.log)"
+  if ! "$py" "$@" >>"$DEST/$label.jsonl" 2> >(tee -a "$DEST/$label.log" >&2); then
+    say "!! $label FAILED (see $DEST/$label.log)"
   fi
   echo "$(date -u +%FT%TZ) $label | after: $(cut -d' ' -f1-3 /proc/loadavg) | $(( $(date +%s) - t ))s" >>"$OUT/loadavg.txt"
   say ">> $label took $(( $(date +%s) - t ))s"
+}
+metered() {  # metered <label> <python> <script> [args...]: run() under bench/cpu_meter.py
+  local label=$1 py=$2; shift 2
+  local pm=()
+  case $label in
+    *sqlite*|huey) ;;
+    *) [ -n "$PG_PM" ] && pm=(--postmaster "$PG_PM") ;;
+  esac
+  run "$label" "$py" "$ROOT/bench/cpu_meter.py" "${pm[@]}" "$@"
 }
 w3_slow() { [ "$SKIP_SLOW" = 1 ] && return 1; return 0; }
 HG="$ROOT/bench/peers_headgate.py"
@@ -148,38 +204,62 @@ P="--runs $RUNS"
 # Each round runs every row once (--runs 1); RUNS rounds, merged per row afterwards
 # (bench/merge_rounds.py). A row's runs then span the same stretch of time as every other
 # row's, so the machine's drift moves both sides of a ratio alike.
-rows() {
+hg_rows() {
   local P="--runs 1"
 # Each engine's policy-free and policies rows back to back: their ratio is a target, and
 # the machine's speed drifts within the hour.
-run headgate_sqlite          "$HG_PY" "$HG" --store sqlite --n "$N" $P
-run headgate_sqlite_policies "$HG_PY" "$HG" --store sqlite --policies --n "$N" $P
-run headgate_pg              "$HG_PY" "$HG" --store pg --pg-url "$PG_URL" --n "$N" $P
-run headgate_pg_policies     "$HG_PY" "$HG" --store pg --pg-url "$PG_URL" --policies --n "$N" $P
-run headgate_pg_c10          "$HG_PY" "$HG" --store pg --pg-url "$PG_URL" --concurrency 10 --workloads w3 --n "$N" $P
-run headgate_sqlite_c10      "$HG_PY" "$HG" --store sqlite --concurrency 10 --workloads w3 --n "$N" $P
+metered headgate_sqlite          "$HG_PY" "$HG" --store sqlite --n "$N" $P
+metered headgate_sqlite_policies "$HG_PY" "$HG" --store sqlite --policies --n "$N" $P
+metered headgate_pg              "$HG_PY" "$HG" --store pg --pg-url "$PG_URL" --n "$N" $P
+metered headgate_pg_policies     "$HG_PY" "$HG" --store pg --pg-url "$PG_URL" --policies --n "$N" $P
+metered headgate_pg_c10          "$HG_PY" "$HG" --store pg --pg-url "$PG_URL" --concurrency 10 --workloads w3 --n "$N" $P
+metered headgate_sqlite_c10      "$HG_PY" "$HG" --store sqlite --concurrency 10 --workloads w3 --n "$N" $P
+}
 
 # --- peers (as the harness's run_all.sh / run_new_peers.sh invoke them) -----------------
-run huey             $V/bin/python "$PEERS_DIR/bench_huey.py" --n "$N" $P
-run pgqueuer         $V/bin/python "$PEERS_DIR/bench_pgqueuer.py" --n "$N" $P
-run pgqueuer_async   $V/bin/python "$PEERS_DIR/bench_pgqueuer.py" --producer async --workloads w1,w2 --n "$N" $P
-run pgqueuer_default $V/bin/python "$PEERS_DIR/bench_pgqueuer.py" --worker-mode default --workloads w3,w4 --n "$N" $P
+peer_rows() {
+  local P="--runs 1"
+metered huey             $V/bin/python "$PEERS_DIR/bench_huey.py" --n "$N" $P
+metered pgqueuer         $V/bin/python "$PEERS_DIR/bench_pgqueuer.py" --n "$N" $P
+metered pgqueuer_async   $V/bin/python "$PEERS_DIR/bench_pgqueuer.py" --producer async --workloads w1,w2 --n "$N" $P
+metered pgqueuer_default $V/bin/python "$PEERS_DIR/bench_pgqueuer.py" --worker-mode default --workloads w3,w4 --n "$N" $P
 if want oban && [ -n "$oban_skip" ]; then
   say ">> oban skipped: $oban_skip"
   printf '{"peer": "oban", "skipped": "%s"}\n' "$oban_skip" >"$OUT/oban.jsonl"
 else
-  run oban $V-oban/bin/python "$PEERS_DIR/bench_oban.py" --n "$N" $P
+  metered oban $V-oban/bin/python "$PEERS_DIR/bench_oban.py" --n "$N" $P
 fi
-run chancy $V-chancy/bin/python "$PEERS_DIR/bench_chancy.py" --workloads w1,w2,w4 --n "$N" $P
-w3_slow && run chancy $V-chancy/bin/python "$PEERS_DIR/bench_chancy.py" --workloads w3 --n "$N_SLOW" $P
+metered chancy $V-chancy/bin/python "$PEERS_DIR/bench_chancy.py" --workloads w1,w2,w4 --n "$N" $P
+w3_slow && metered chancy $V-chancy/bin/python "$PEERS_DIR/bench_chancy.py" --workloads w3 --n "$N_SLOW" $P
 for s in pg sqlite; do
-  run dbos_$s $V-dbos/bin/python "$PEERS_DIR/bench_dbos.py" --store $s --workloads w1,w2,w4 --n "$N" $P
-  w3_slow && run dbos_$s $V-dbos/bin/python "$PEERS_DIR/bench_dbos.py" --store $s --workloads w3 --n "$N_SLOW" $P
+  metered dbos_$s $V-dbos/bin/python "$PEERS_DIR/bench_dbos.py" --store $s --workloads w1,w2,w4 --n "$N" $P
+  w3_slow && metered dbos_$s $V-dbos/bin/python "$PEERS_DIR/bench_dbos.py" --store $s --workloads w3 --n "$N_SLOW" $P
 done
 }
+
+# --- an A/B: two commits' headgate rows alternated, then the summary and nothing else ----
+if [ -n "$AB" ]; then
+  mkdir -p "$OUT/a" "$OUT/b"
+  for round in $(seq 1 "$AB_ROUNDS"); do
+    for side in a b; do
+      say "== A/B round $round of $AB_ROUNDS: $side"
+      export HG_SRC="$OUT/src-$side"; DEST="$OUT/$side"
+      hg_rows
+    done
+    DEST=$OUT
+    peer_rows
+  done
+  "$HG_PY" "$ROOT/bench/merge_rounds.py" "$OUT"/*.jsonl "$OUT"/a/*.jsonl "$OUT"/b/*.jsonl
+  "$HG_PY" "$ROOT/bench/compare_table.py" --ab "$OUT" "$AB_A" "$AB_B" | tee "$OUT/ab.md"
+  echo
+  say "total wall time: $(( $(date +%s) - T0 ))s; raw results in $OUT"
+  exit 0
+fi
+
 for round in $(seq 1 "$RUNS"); do
   say "== round $round of $RUNS"
-  rows
+  hg_rows
+  peer_rows
 done
 "$HG_PY" "$ROOT/bench/merge_rounds.py" "$OUT"/*.jsonl
 

@@ -1,6 +1,7 @@
 """The performance targets as one markdown table of ratios with PASS/MISS, from ONE run.
 
     .venv/bin/python bench/compare_table.py OUT_DIR      (what bench/compare.sh calls)
+    .venv/bin/python bench/compare_table.py --ab OUT_DIR [NAME_A NAME_B]   (AB=... compare.sh)
 
 Reads every `*.jsonl` that bench/compare.sh wrote in OUT_DIR: the peer harness's JSON
 lines (headgate's rows from bench/peers_headgate.py and each peer's own script), and the
@@ -10,8 +11,16 @@ not measured (a row left out with ONLY/SKIP/SKIP_SLOW, a peer that failed or was
 skipped) gives "n/a" and says which, never a figure from elsewhere. "Best peer" is the
 best of the listed peers that were measured; the missing ones are named beside it.
 
-After the targets: the physical limits with headgate's ratio to each (bench/limits.py)
-and WAL bytes per job (bench/wal.py), for reading the misses.
+Each throughput figure has its CPU microseconds per job beside it (`cpu_us_per_job`,
+which bench/cpu_meter.py adds to the harness's lines: the producer, the worker and the
+PostgreSQL server over the same window), and the targets table the ratio of the two
+sides' CPU per job. After the targets: every row's jobs/s and CPU per job by part, the
+physical limits with headgate's ratio to each (bench/limits.py) and WAL bytes per job
+(bench/wal.py), for reading the misses.
+
+`--ab OUT_DIR` summarises an A/B sitting: OUT_DIR/a and OUT_DIR/b hold the two commits'
+headgate rows (OUT_DIR itself any peer rows run beside them); per row and workload, each
+side's median and min–max of jobs/s and of CPU µs/job, and B over A.
 """
 
 from __future__ import annotations
@@ -59,6 +68,13 @@ def load(out: Path) -> Data:
 class Fig:
     value: float | None
     label: str
+    cpu: float | None = None  # total CPU µs per job, where measured
+
+
+def cpu(d: Data, peer: str, workload: str) -> float | None:
+    rec = d.rows.get(peer, {}).get(workload) or {}
+    v = (rec.get("cpu_us_per_job") or {}).get("total", {}).get("median")
+    return None if v is None else float(v)
 
 
 def value(d: Data, peer: str, workload: str) -> float | None:
@@ -71,7 +87,7 @@ def value(d: Data, peer: str, workload: str) -> float | None:
 
 def fig(d: Data, peer: str, workload: str) -> Fig:
     v = value(d, peer, workload)
-    return Fig(v, peer if v is not None else f"{peer} (not measured)")
+    return Fig(v, peer if v is not None else f"{peer} (not measured)", cpu(d, peer, workload))
 
 
 # Variant rows that by design measure only some workloads (bench/compare.sh).
@@ -93,7 +109,8 @@ def best(d: Data, peers: list[str], workload: str, lowest: bool = False) -> Fig:
     if not have:
         return Fig(None, f"none measured{note}")
     p, v = (min if lowest else max)(have, key=lambda x: x[1])
-    return Fig(v, f"{p}{' (best of ' + str(len(have)) + ')' if len(have) > 1 else ''}{note}")
+    return Fig(v, f"{p}{' (best of ' + str(len(have)) + ')' if len(have) > 1 else ''}{note}",
+               cpu(d, p, workload))
 
 
 def other(d: Data, bench: str, key: str, val: str) -> dict[str, Any] | None:
@@ -127,6 +144,8 @@ def mem_fig(d: Data, row: str) -> tuple[Fig, str]:
 def fmt(v: float | None, unit: str) -> str:
     if v is None:
         return "-"
+    if unit == "us":
+        return f"{v:,.0f} µs/job"
     if unit == "ms":
         return f"{v:.1f} ms"
     if unit == "x":
@@ -167,9 +186,16 @@ class Target:
             verdict += (f" (needs {fmt(self.factor * self.ref.value, self.unit)}, above "
                         f"the {self.limit.label} limit {fmt(self.limit.value, self.unit)})")
         ref = (self.ref.label if self.unit == "x"
-               else f"{fmt(self.ref.value, self.unit)} {self.ref.label}")
-        return [self.backend, self.what, f"{fmt(self.ours.value, self.unit)} {self.ours.label}",
-                ref, ratio_s, f"{'≤' if lower else '≥'} {self.factor:.2f}×", verdict]
+               else f"{fmt(self.ref.value, self.unit)}{cpu_s(self.ref)} {self.ref.label}")
+        cpu_ratio = (f"{self.ours.cpu / self.ref.cpu:.2f}×"
+                     if self.ours.cpu is not None and self.ref.cpu else "-")
+        return [self.backend, self.what,
+                f"{fmt(self.ours.value, self.unit)}{cpu_s(self.ours)} {self.ours.label}",
+                ref, ratio_s, f"{'≤' if lower else '≥'} {self.factor:.2f}×", verdict, cpu_ratio]
+
+
+def cpu_s(f: Fig) -> str:
+    return "" if f.cpu is None else f" ({fmt(f.cpu, 'us')})"
 
 
 def once(d: Data, peer: str) -> str:
@@ -231,16 +257,95 @@ def targets(d: Data) -> list[Target]:
 
 
 def targets_table(d: Data) -> str:
-    hdr = ["backend", "target", "headgate", "reference (this run)", "ratio", "need",
-           "verdict"]
+    hdr = ["backend", "target", "headgate (CPU)", "reference (this run) (CPU)", "ratio",
+           "need", "verdict", "CPU/job ratio"]
     ts = targets(d)
     lines = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
     cells = [x.cells() for x in ts]
     lines += ["| " + " | ".join(c) + " |" for c in cells]
-    passed = sum(1 for c in cells if c[-1] == "PASS")
-    measured = sum(1 for c in cells if not c[-1].startswith("n/a"))
+    passed = sum(1 for c in cells if c[-2] == "PASS")
+    measured = sum(1 for c in cells if not c[-2].startswith("n/a"))
     lines += ["", f"{passed} of {len(ts)} targets PASS ({measured} measured)."]
     return "\n".join(lines)
+
+
+def mmm(agg: dict[str, Any] | None, unit: str) -> str:
+    """median (min–max) of an aggregate, or '-'."""
+    if not agg or agg.get("median") is None:
+        return "-"
+    med = fmt(agg["median"], unit)
+    if agg.get("min") is None or agg["min"] == agg["max"]:
+        return med
+
+    def num(v: float) -> str:
+        return f"{v:.1f}" if unit == "ms" else f"{v:,.0f}"
+    return f"{med} ({num(agg['min'])}–{num(agg['max'])})"
+
+
+PARTS = ("client", "worker", "server")
+
+
+def cpu_parts(rec: dict[str, Any]) -> str:
+    c = rec.get("cpu_us_per_job") or {}
+    have = [f"{p} {c[p]['median']:,.0f}" for p in PARTS
+            if (c.get(p) or {}).get("median") is not None]
+    return " + ".join(have) or "-"
+
+
+def cpu_table(d: Data) -> str:
+    lines = ["| row | workload | jobs/s median (min–max) | CPU per job, total | by part "
+             "(medians) | W3 after the first job |", "|---|---|---|---|---|---|"]
+    for peer, wls in d.rows.items():
+        for w in ("W1", "W2", "W3"):
+            rec = wls.get(w)
+            if rec is None or rec.get("median") is None:
+                continue
+            after = (mmm((rec.get("cpu_us_per_job_after_first") or {}).get("total"), "us")
+                     if w == "W3" else "")
+            lines.append(f"| {peer} | {w} | {mmm(rec, '/s')} | "
+                         f"{mmm((rec.get('cpu_us_per_job') or {}).get('total'), 'us')} | "
+                         f"{cpu_parts(rec)} | {after} |")
+    if len(lines) == 2:
+        return "(no harness rows)"
+    return "\n".join([*lines, "", "W1/W2: the timed loop; W3: worker launch to the N-th side "
+                       "effect (the bench's own wait loop not counted); server: the PostgreSQL "
+                       "cluster's processes (bench/cpu_meter.py)."])
+
+
+def ab_table(out: Path, names: list[str]) -> str:
+    """Per row and workload, each side's jobs/s and CPU µs/job, and B / A."""
+    a, b = load(out / "a"), load(out / "b")
+    name_a, name_b = names if len(names) == 2 else ("A", "B")
+    commit = {side: sorted({c for wl in data.rows.values() for rec in wl.values()
+                            if (c := rec.get("versions", {}).get("commit"))})
+              for side, data in (("a", a), ("b", b))}
+    lines = [f"A = {name_a} ({', '.join(commit['a']) or '?'}), "
+             f"B = {name_b} ({', '.join(commit['b']) or '?'})", "",
+             "| row | workload | A jobs/s | B jobs/s | B/A | A CPU/job | B CPU/job | B/A |",
+             "|---|---|---|---|---|---|---|---|"]
+    for peer in dict.fromkeys([*a.rows, *b.rows]):
+        for w in ("W1", "W2", "W3", "W4"):
+            ra, rb = a.rows.get(peer, {}).get(w), b.rows.get(peer, {}).get(w)
+            if ra is None and rb is None:
+                continue
+            unit = "ms" if w == "W4" else "/s"
+            ta, tb = (None if r is None else (r["p50_ms"] if w == "W4" else r)
+                      for r in (ra, rb))
+            ca, cb = (None if r is None else (r.get("cpu_us_per_job") or {}).get("total")
+                      for r in (ra, rb))
+            cells = [peer, w + (" p50" if w == "W4" else ""), mmm(ta, unit), mmm(tb, unit),
+                     ratio_of(ta, tb), mmm(ca, "us"), mmm(cb, "us"), ratio_of(ca, cb)]
+            lines.append("| " + " | ".join(cells) + " |")
+    peers = load(out)
+    if peers.rows:
+        lines += ["", "Peers beside them, once a round:", "", cpu_table(peers)]
+    return "\n".join(lines)
+
+
+def ratio_of(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
+    if not a or not b or not a.get("median") or b.get("median") is None:
+        return "-"
+    return f"{b['median'] / a['median']:.3f}×"
 
 
 def limits_table(d: Data) -> str:
@@ -277,6 +382,11 @@ def wal_table(d: Data) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--ab"] and len(argv) in (2, 4):
+        print(f"## A/B (median (min–max) of {', '.join(argv[2:]) or 'A, B'}; "
+              "CPU µs per job, total)\n")
+        print(ab_table(Path(argv[1]), argv[2:]))
+        return 0
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
@@ -296,6 +406,8 @@ def main(argv: list[str]) -> int:
         if avgs:
             print(f"1-minute load average during the run: {min(avgs):.1f}–{max(avgs):.1f} "
                   f"(median {sorted(avgs)[len(avgs) // 2]:.1f}) on {os.cpu_count()} CPUs.")
+    print("\n## Throughput and CPU µs per job (same run)\n")
+    print(cpu_table(d))
     print("\n## Physical limits (bench/limits.py, same run)\n")
     print(limits_table(d))
     print("\n## WAL bytes per job (bench/wal.py, same run)\n")

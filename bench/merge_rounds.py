@@ -11,8 +11,10 @@ recomputed over all the rounds (median, min, max, runs, as the harness's `agg` w
 them), keeping the rounds' lines in `rounds/<label>.jsonl` beside it.
 
 Merging a line: a dict with a `runs` list is re-aggregated (the line itself, p50_ms,
-after_first_job, …); a list (lost, duplicates, timed_out) is concatenated; exactly_once
-holds only if it held in every round; anything else is the first round's.
+after_first_job, …), and so is each member of a dict of such (cpu_us_per_job's client,
+worker, server, total; a part a round lacks counts as its runs unmeasured); a list (lost,
+duplicates, timed_out) is concatenated; exactly_once holds only if it held in every
+round; anything else is the first round's.
 """
 
 from __future__ import annotations
@@ -34,12 +36,32 @@ def aggregate(values: list[float | None]) -> dict[str, Any]:
             "max": round(max(have), 2), "runs": values}
 
 
+def is_agg(val: Any) -> bool:
+    return isinstance(val, dict) and isinstance(val.get("runs"), list)
+
+
+def merge_parts(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """A dict of aggregates per round (e.g. CPU per job by part) merged part by part."""
+    parts = list(dict.fromkeys(k for g in groups for k in g))
+    out: dict[str, Any] = {}
+    for part in parts:
+        runs: list[float | None] = []
+        for g in groups:
+            width = max((len(v["runs"]) for v in g.values()), default=0)
+            runs += g[part]["runs"] if part in g else [None] * width
+        out[part] = aggregate(runs)
+    return out
+
+
 def merge(lines: list[dict[str, Any]]) -> dict[str, Any]:
     first = lines[0]
     out: dict[str, Any] = {}
-    for key, val in first.items():
-        if isinstance(val, dict) and isinstance(val.get("runs"), list):
-            out[key] = aggregate([r for line in lines for r in line[key]["runs"]])
+    for key in dict.fromkeys(k for line in lines for k in line):
+        val = next(line[key] for line in lines if key in line)
+        if is_agg(val):
+            out[key] = aggregate([r for line in lines for r in line.get(key, {}).get("runs", [])])
+        elif isinstance(val, dict) and val and all(is_agg(v) for v in val.values()):
+            out[key] = merge_parts([line.get(key) or {} for line in lines])
         elif isinstance(val, list):
             out[key] = [x for line in lines for x in line.get(key, [])]
         elif key == "exactly_once":

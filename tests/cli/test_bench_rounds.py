@@ -44,3 +44,35 @@ def test_rounds_are_merged_per_workload_with_their_figures_recomputed(tmp_path: 
     assert w3["after_first_job"]["median"] == 620.0
     kept = (tmp_path / "rounds" / "headgate_pg.jsonl").read_text().splitlines()
     assert kept == rounds
+
+
+def agg(runs: list[float | None]) -> dict[str, object]:
+    have = [r for r in runs if r is not None]
+    return {"median": have[0] if have else None, "min": min(have, default=None),
+            "max": max(have, default=None), "runs": runs}
+
+
+def test_cpu_per_job_is_merged_part_by_part_and_a_missing_part_counts_as_unmeasured(
+        tmp_path: Path) -> None:
+    out = tmp_path / "headgate_pg.jsonl"
+    meter = {"postmaster": 7, "window": "timed single-enqueue loop"}
+    rounds = [
+        line("W1", [900.0], cpu_us_per_job={"client": agg([200.0]), "server": agg([300.0]),
+                                            "total": agg([500.0])}, cpu_meter=meter),
+        line("W1", [1100.0], cpu_us_per_job={"client": agg([100.0]), "total": agg([100.0])},
+             cpu_meter=meter),
+        line("W1", [1000.0], cpu_us_per_job={"client": agg([150.0]), "server": agg([350.0]),
+                                             "total": agg([400.0])}, cpu_meter=meter),
+    ]
+    out.write_text("\n".join(rounds) + "\n")
+    subprocess.run([sys.executable, str(ROOT / "bench" / "merge_rounds.py"), str(out)],
+                   check=True, timeout=60)
+
+    (w1,) = map(json.loads, out.read_text().splitlines())
+    cpu = w1["cpu_us_per_job"]
+    assert cpu["client"] == {"median": 150.0, "min": 100.0, "max": 200.0,
+                             "runs": [200.0, 100.0, 150.0]}
+    assert cpu["server"] == {"median": 325.0, "min": 300.0, "max": 350.0,
+                             "runs": [300.0, None, 350.0]}
+    assert cpu["total"]["median"] == 400.0
+    assert w1["cpu_meter"] == meter  # not an aggregate: the first round's

@@ -21,6 +21,7 @@ EXIT_CONFIG = 2
 # Scripts in bench/ that run as programs but are not `headgate bench` names, and why.
 NOT_BENCHMARKS = {
     "compare_table.py": "bench/compare.sh's table of one run's output",
+    "cpu_meter.py": "bench/compare.sh's wrapper adding CPU per job to the harness's rows",
     "httpbench.py": "the implementation behind bench/http.py (the `http` name)",
     "inspect.py": "the issue's name for inspection.py (the `inspect` name)",
     "merge_rounds.py": "bench/compare.sh's merge of its rounds' JSON lines",
