@@ -349,7 +349,7 @@ class Sizes:
         for rel, total, heap, idx, dead, live, autovac, vac_at in self.conn.execute(
                 "SELECT relname, pg_total_relation_size(relid), pg_relation_size(relid), "
                 "pg_indexes_size(relid), n_dead_tup, n_live_tup, autovacuum_count, "
-                "extract(epoch FROM now() - last_autovacuum) FROM pg_stat_user_tables "
+                "extract(epoch FROM now() - last_autovacuum)::float8 FROM pg_stat_user_tables "
                 "WHERE relname = 'jobs' OR relname LIKE 'jobs\\_%' ORDER BY relname"):
             indexes = dict(self.conn.execute(
                 "SELECT indexrelname, pg_relation_size(indexrelid) FROM pg_stat_user_indexes "
@@ -526,11 +526,18 @@ def horizon(args: argparse.Namespace, url: str, path: str | None, rate: float, t
                                            retention_ms=retention_ms)
         finally:
             store.close()
+        monitor.start()
         if wait_lines(tail, 1, worker, 120) is None:
             raise RuntimeError(f"the worker ran no job; see {out}/worker.log")
+        deadline = time.monotonic() + 60
+        while monitor.finished_at is None:  # the monitor sees the queue before the load
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"GET /api/v1/queues never listed {QUEUE!r}; see "
+                                   f"{out}/serve.log")
+            time.sleep(0.05)
+        monitor.take()
         t0 = time.monotonic()
         producer.start()
-        monitor.start()
         duration = args.minutes * 60
         buckets = max(1, math.ceil(duration / args.bucket_s - 1e-9))
         timeline: list[tuple[float, int]] = [(0.0, 0)]
@@ -685,13 +692,12 @@ def summarize(rows: list[dict[str, Any]], args: argparse.Namespace, rate: float
 
 # -- the plot ----------------------------------------------------------------------------
 
-def fmt(v: float) -> str:
-    a = abs(v)
-    for div, unit in ((1 << 30, "Gi"), (1 << 20, "Mi"), (1 << 10, "Ki")):
-        if a >= div * 10:
-            return f"{v / div:.1f}{unit}"
-    if a >= 1000:
-        return f"{v / 1000:.1f}k"
+def fmt(v: float, binary: bool) -> str:
+    steps = (((1 << 30, "Gi"), (1 << 20, "Mi"), (1 << 10, "Ki")) if binary
+             else ((1e9, "G"), (1e6, "M"), (1e3, "k")))
+    for div, unit in steps:
+        if abs(v) >= div:
+            return f"{v / div:.3g}{unit}"
     return f"{v:.3g}"
 
 
@@ -705,11 +711,10 @@ def svg(result: dict[str, Any]) -> str:
         "completed", "completed (grey: produced)",
         None if pace is None else ("keeps pace" if pace else "falls behind"))]
     for k, s in summary["series"].items():
-        verdict = {True: "flat", False: "not flat"}.get(s["flat"], "no verdict")
+        said = {True: "flat", False: "not flat"}.get(s["flat"], "no verdict")
         if s["ratio"] is not None:
-            verdict += f" (x{s['ratio']:g})"
-        label = s["label"] + (" (grey: expected)" if k in OVERLAY else "")
-        charts.append((k, label, verdict))
+            said += f" (x{s['ratio']:g})"
+        charts.append((k, s["label"] + (" (grey: expected)" if k in OVERLAY else ""), said))
     w, h, pad_l, pad_b, pad_t, cols = 300, 150, 52, 22, 30, 3
     n = len(charts)
     height = math.ceil(n / cols) * (h + 10) + 40
@@ -749,9 +754,9 @@ def svg(result: dict[str, Any]) -> str:
                   'stroke="#d0d7de"/>',
                   f'<text x="{ox + 6}" y="{oy + 16}" fill="{colour}">{html.escape(title)}</text>',
                   f'<text x="{ox + pad_l - 4}" y="{y(hi) + 4:.1f}" text-anchor="end">'
-                  f'{fmt(hi)}</text>',
+                  f'{fmt(hi, "bytes" in label)}</text>',
                   f'<text x="{ox + pad_l - 4}" y="{y(lo) + 4:.1f}" text-anchor="end">'
-                  f'{fmt(lo)}</text>',
+                  f'{fmt(lo, "bytes" in label)}</text>',
                   f'<text x="{ox + pad_l}" y="{oy + h - 6}">0</text>',
                   f'<text x="{ox + w - 8}" y="{oy + h - 6}" text-anchor="end">'
                   f'{tmax / 60:.3g} min</text>',
