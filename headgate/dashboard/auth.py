@@ -67,9 +67,12 @@ def tokens_required(s: Settings | None = None) -> bool:
 
 
 def caller_for(token: str | None, s: Settings | None = None) -> Caller | None:
+    """Who a console token signs in as; None for an unknown token and for a worker
+    token, which reaches the worker protocol and nothing the console shows."""
     if not token or not isinstance(token, str):
         return None
-    return token_set(s).match(token)
+    caller = token_set(s).match(token)
+    return None if caller is None or caller.worker else caller
 
 
 def token_ref(token: str) -> str:

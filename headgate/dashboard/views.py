@@ -339,7 +339,20 @@ def sheet_data(s: Any, job_id: str) -> dict[str, Any] | None:
         "result": present.render_bytes(result.bytes) if result else None,
         # Operator actions on this job (one index read of the audit log).
         "audit": audit_view.rows(s.list_audit(target=f"job:{job_id}", limit=5)),
+        # What its worker registered as when that worker takes part over HTTP.
+        "worker_agent": worker_agent(s, job.worker_id),
     }
+
+
+def worker_agent(s: Any, worker_id: str | None) -> str | None:
+    """The agent string of a worker on the worker protocol (None: a Python worker, or
+    one the registry no longer remembers)."""
+    if not worker_id:
+        return None
+    for w in s.list_workers(WORKER_ALL_MS):
+        if w["worker_id"] == worker_id:
+            return w.get("agent")
+    return None
 
 
 @bp.get("/jobs")
@@ -593,6 +606,7 @@ def cluster_summary(live: list[dict[str, Any]], every: list[dict[str, Any]],
     return {
         "workers": {"live": len(live), "stale": max(0, len(every) - len(live)),
                     "total": len(every)},
+        "http_workers": sum(1 for w in live if w.get("agent") is not None),
         "capacity_total": capacity,
         "inflight_total": inflight,
         "utilization": inflight / capacity if capacity else 0.0,

@@ -77,7 +77,8 @@ def reject_bad_path_bytes() -> flask.Response | None:
 
 def loopback_only(settings: Settings) -> bool:
     """True when only the loopback bind protects the server (see the module docstring)."""
-    return not (settings.allow_remote or settings.api_tokens or settings.api_read_tokens)
+    return not (settings.allow_remote or settings.api_tokens or settings.api_read_tokens
+                or settings.api_worker_tokens)
 
 
 def host_name(host: str) -> str:

@@ -454,3 +454,38 @@ def test_tokens_file_worker_lines(tmp_path: Any) -> None:
     path.write_text("tok-eeeeeeeeeeee rw queues=mail\n")
     with pytest.raises(headgate.config.ConfigError, match="line 1: queues= is for worker"):
         read_tokens_file(str(path))
+
+
+# -- the console ----------------------------------------------------------------------
+
+def test_the_console_shows_http_workers_and_names_them_on_job_pages(api: Api) -> None:
+    job_id = api.enqueue("k", queue="console")
+    worker = register(api, ["console"], capacity=3, kinds=["k"])
+    claim(api, worker)
+    api.store.heartbeat({"worker_id": "python-1", "host": "box", "pid": 7,
+                         "queues": ["console"], "concurrency": 2})
+    page = api.get(api.base + "/workers").text
+    row = page[page.index(f'<th scope="row" class="mono">{worker}'):]
+    row = row[:row.index("</tr>")]
+    assert "test-agent/1" in row and ">HTTP<" in row and "kinds k" in row
+    python_row = page[page.index('<th scope="row" class="mono">python-1'):]
+    assert ">HTTP<" not in python_row[:python_row.index("</tr>")]
+    sheet = api.get(api.base + f"/jobs/{job_id}").text
+    assert worker in sheet and "over HTTP: test-agent/1" in sheet
+    cluster = api.get(api.base + "/cluster").text
+    assert "live workers (1 over HTTP)" in cluster
+
+
+def test_a_worker_token_cannot_sign_in_to_the_console(make_api: Any) -> None:
+    import re
+
+    api = make_api(settings=Settings(api_tokens=(ADMIN_TOKEN,),
+                                     api_worker_tokens=(WORKER_TOKEN,)))
+    page = api.get(api.base + "/signin").text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    r = api.session.post(api.base + "/signin", data={"token": WORKER_TOKEN, "csrf": csrf},
+                         allow_redirects=False, timeout=10)
+    assert r.status_code == 401 and "not accepted" in r.text
+    r = api.session.post(api.base + "/signin", data={"token": ADMIN_TOKEN, "csrf": csrf},
+                         allow_redirects=False, timeout=10)
+    assert r.status_code == 302
