@@ -388,6 +388,7 @@ BENCHMARKS = {
     "inspect": "inspection.py",
     "keyed": "keyed.py",
     "limits": "limits.py",
+    "long_horizon": "long_horizon.py",
     "memory": "memory.py",
     "peers": "peers_headgate.py",
     "reliability": "reliability.py",
