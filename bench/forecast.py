@@ -5,7 +5,7 @@ jobs, and the start each of them really had.
     .venv/bin/python bench/forecast.py --store pg --pg-url postgresql://…/postgres ...
 
 The workload (deterministic for a `--seed`): `--jobs` jobs in one queue, spread over
-`--tenants` partitions (tenant-0, tenant-1, … drawn by the seed, so the partitions'
+`--tenants` partitions (tenant-0, tenant-1, … drawn from `--seed`, so the partitions'
 backlogs differ), all spending from one rate class of `--limit` tokens a second, under a
 concurrency limit of `--ceiling` running per partition, run by one in-process worker of
 `--concurrency` slots whose handler sleeps `--run-ms`. A warm-up of `--warmup` jobs runs
@@ -13,7 +13,7 @@ first so the store has measured the kind's run time.
 
 Predictions: `--rounds` times during the drain, the forecast (headgate/forecasting.py,
 the same code behind GET /jobs/{id}/admission) is asked for `--samples / --rounds`
-waiting jobs drawn by the seed from the whole backlog; each prediction is kept with the
+waiting jobs drawn (by `--seed`) from the whole backlog; each prediction is kept with the
 store's clock at the time. When the queue has drained, each job's actual start (its
 `attempted_at_ms`) is read back. Reported: the share whose actual start fell inside the
 predicted p10–p90 range (`hit_rate`) and the median absolute error of the point
@@ -86,7 +86,7 @@ def fresh_store(engine: str, pg_url: str | None) -> Iterator[Any]:
 
 
 def workload(args: argparse.Namespace) -> list[str]:
-    """Each job's partition, drawn by the seed with unequal tenant shares."""
+    """Each job's partition, drawn from `--seed` with unequal tenant shares."""
     rnd = random.Random(args.seed)
     shares = [rnd.uniform(0.5, 1.5) for _ in range(args.tenants)]
     tenants = [f"tenant-{i}" for i in range(args.tenants)]
