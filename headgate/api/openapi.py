@@ -32,7 +32,47 @@ POSITIVE_U32 = {**U32, "minimum": 1}
 VERSION = {**U32, "minimum": 1, "maximum": 2**31 - 1}
 # max_attempts on enqueue and schedule upsert: 0 is "not set", like an absent field.
 MAX_ATTEMPTS_IN = {**VERSION, "minimum": 0, "description": "0 (or absent) means 25."}
-QUEUE_IN = {**STR, "description": "\"\" (or absent) means `default`."}
+# No text the API stores may hold NUL (PostgreSQL text cannot).
+NO_NUL = "^[^\\u0000]*$"
+
+
+def text(low: int, high: int, desc: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "string", "minLength": low, "maxLength": high,
+                           "pattern": NO_NUL}
+    if desc:
+        out["description"] = desc
+    return out
+
+
+# Queue, partition, rate class and worker names: at most 255 characters.
+NAME = text(1, 255)
+NAME_OR_EMPTY = text(0, 255)
+QUEUE_IN = {**NAME_OR_EMPTY, "description": "\"\" (or absent) means `default`."}
+KIND = text(1, 128, "1..128 characters.")
+# Canonical standard base64: padded, and the unused bits of the last group zero (the
+# server re-encodes what it decoded and refuses anything that differs).
+B64_CANONICAL = ("^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|"
+                 "[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$")
+MAX_PAYLOAD_BYTES = 1024 * 1024
+
+
+def b64(max_bytes: int, min_bytes: int = 0, desc: str | None = None) -> dict[str, Any]:
+    """Base64 of `min_bytes..max_bytes` bytes."""
+    out: dict[str, Any] = {"type": "string", "contentEncoding": "base64",
+                           "pattern": B64_CANONICAL, "maxLength": 4 * -(-max_bytes // 3)}
+    if min_bytes:
+        out["minLength"] = 4 * -(-min_bytes // 3)
+    if desc:
+        out["description"] = desc
+    return out
+
+
+PAYLOAD_IN = b64(MAX_PAYLOAD_BYTES, desc="Standard base64 (padded, canonical) of at most "
+                 "1 MiB.")
+# A schedule spec: `@every:<ms>` (1 ms .. 100 years) or a cron expression. The cron
+# branch only states its shape; the field values are checked by the server.
+EVERY_SPEC = "^\\s*@every:0*[1-9][0-9]{0,11}\\s*$"
+CRON_SPEC = "^\\s*(?:CRON_TZ=\\S+\\s+)?\\S+(?:\\s+\\S+){4,5}\\s*$"
 
 
 def one_of(*values: str, null: bool = False) -> dict[str, Any]:
@@ -71,6 +111,9 @@ def arr(items: dict[str, Any]) -> dict[str, Any]:
     return {"type": "array", "items": items}
 
 
+HEADERS = {"type": "object", "maxProperties": 64,
+           "propertyNames": text(1, 255), "additionalProperties": text(0, 4096),
+           "description": "At most 64 opaque string headers (e.g. traceparent)."}
 STATES = ["pending", "scheduled", "available", "running", "retryable", "completed",
           "archived", "cancelled", "quarantined", "undecodable"]
 COUNTS = obj({s: INT for s in STATES}, STATES)
@@ -143,23 +186,35 @@ SCHEMAS: dict[str, Any] = {
         "id": STR, "kind": STR, "queue": STR, "since_ms": nullable(INT),
         "lease_expires_at_ms": nullable(INT), "orphaned": BOOL,
     }, ["id", "kind", "queue", "since_ms", "lease_expires_at_ms", "orphaned"]),
-    "EnqueueRequest": obj({
-        "kind": {**STR, "minLength": 1, "maxLength": 128, "description": "1..128 characters."},
-        "schema_version": nullable(VERSION), "payload": B64, "queue": nullable(QUEUE_IN),
-        "priority": nullable(I32), "partition_key": nullable(STR), "rate_class": nullable(STR),
+    "EnqueueRequest": {**obj({
+        "kind": KIND,
+        "schema_version": nullable(VERSION), "payload": PAYLOAD_IN, "queue": nullable(QUEUE_IN),
+        "priority": nullable(I32), "partition_key": nullable(NAME_OR_EMPTY),
+        "rate_class": nullable(NAME_OR_EMPTY),
         "weight": nullable({**POSITIVE_U32, "description": "weight must be >= 1."}),
-        "scheduled_at_ms": nullable({**I64, "minimum": 0}), "unique_key": nullable(B64),
-        "unique_window_ms": nullable(DURATION), "unique_replace": nullable(U32),
+        "scheduled_at_ms": nullable({**I64, "minimum": 0}),
+        "unique_key": nullable(b64(1024, 1, "Base64 of 1..1024 bytes.")),
+        "unique_window_ms": nullable(DURATION),
+        "unique_replace": nullable({**INT, "minimum": 0, "maximum": 15, "description": (
+            "A bit set of the states whose holder is replaced; non-zero needs "
+            "`unique_key`.")}),
         "unique_debounce_ms": nullable(DURATION), "unique_exclude_kind": BOOL,
-        "tags": arr(STR), "pending": BOOL, "sticky_worker": STR,
+        "tags": {**arr(text(1, 64)), "maxItems": 32,
+                 "description": "At most 32 distinct tags of 1..64 characters."},
+        "pending": BOOL, "sticky_worker": NAME_OR_EMPTY,
         "max_attempts": nullable(MAX_ATTEMPTS_IN), "retention_ms": nullable(DURATION),
-        "id": nullable(STR),
-        "headers": {"type": "object", "additionalProperties": STR},
+        "id": nullable(text(1, 255, "A job id of your own; 409 if it is taken.")),
+        "headers": HEADERS,
     }, ["kind", "payload"], desc=(
         "Absent optional fields take the envelope defaults (queue `default`, priority 0, "
         "weight 1, max_attempts 25, store retention); so do `queue: \"\"` and "
         "`max_attempts: 0`, for clients that write every field. Without `unique_key` the "
-        "Idempotency-Key is the dedup key.")),
+        "Idempotency-Key is the dedup key. A non-zero `unique_replace` needs "
+        "`unique_key`.")),
+        # unique_replace other than 0 needs a caller's unique_key (400 otherwise).
+        "if": {"required": ["unique_replace"],
+               "properties": {"unique_replace": {"type": "integer", "minimum": 1}}},
+        "then": {"required": ["unique_key"], "properties": {"unique_key": STR}}},
     "EnqueueResponse": obj({"id": STR, "replayed": {"const": True}}, ["id"]),
     "ActionsRequest": obj({"action": {**one_of("retry", "cancel", "delete", "archive"),
                                       "description": "archive is rejected per id"},
@@ -167,10 +222,14 @@ SCHEMAS: dict[str, Any] = {
     "ActionsResult": obj({"succeeded": arr(STR),
                           "failed": arr(obj({"id": STR, "reason": STR}, ["id", "reason"]))},
                          ["succeeded", "failed"]),
-    "BulkSelector": obj({"queue": nullable(STR), "state": nullable(STR),
-                         "kind": nullable(STR), "partition_key": nullable(STR),
-                         "older_than_ms": nullable(I64)},
-                        desc="At least one field must be set."),
+    "BulkSelector": {**obj({"queue": nullable(NAME),
+                            "state": one_of(*STATES, null=True),
+                            "kind": nullable(NAME), "partition_key": nullable(NAME_OR_EMPTY),
+                            "older_than_ms": nullable({**I64, "minimum": 0})},
+                           desc="At least one field must be set (not null)."),
+                     "anyOf": [{"required": [name], "properties": {name: {"not": {
+                         "type": "null"}}}} for name in (
+                         "queue", "state", "kind", "partition_key", "older_than_ms")]},
     "BulkRequest": obj({"action": one_of("retry", "cancel", "delete"),
                         "selector": ref("BulkSelector"), "dry_run": BOOL},
                        ["action", "selector"]),
@@ -268,13 +327,18 @@ SCHEMAS: dict[str, Any] = {
         "backfill_limit", "paused", "partition_key", "rate_class", "priority",
         "max_attempts", "retention_ms"]),
     "ScheduleRequest": obj({
-        "kind": STR, "spec": {**STR, "description": "`@every:<ms>` or 5/6-field cron, "
-                              "optionally prefixed `CRON_TZ=<zone>`."},
-        "payload": nullable(B64), "queue": nullable(QUEUE_IN),
-        "partition_key": nullable(STR), "rate_class": nullable(STR), "priority": nullable(I32),
+        "kind": KIND, "spec": {**STR, "anyOf": [{"pattern": EVERY_SPEC},
+                                                {"pattern": CRON_SPEC}],
+                               "description": (
+            "`@every:<ms>` (1 ms .. 100 years) or a 5/6-field cron, optionally prefixed "
+            "`CRON_TZ=<zone>`. The server also checks each cron field's values and "
+            "names, that the zone exists and that the expression ever fires.")},
+        "payload": nullable(PAYLOAD_IN), "queue": nullable(QUEUE_IN),
+        "partition_key": nullable(NAME_OR_EMPTY), "rate_class": nullable(NAME_OR_EMPTY),
+        "priority": nullable(I32),
         "max_attempts": nullable(MAX_ATTEMPTS_IN), "retention_ms": nullable(DURATION),
         "on_missed": one_of("skip", "run_once", "backfill", null=True),
-        "backfill_limit": nullable(U32), "paused": BOOL,
+        "backfill_limit": nullable({**INT, "minimum": 0, "maximum": 1000}), "paused": BOOL,
     }, ["kind", "spec"]),
     "ScheduleEvents": obj({
         "events": arr(obj({
@@ -411,7 +475,7 @@ SCHEMAS: dict[str, Any] = {
                              "on_saturated": STR},
                             ["name", "queue", "max_concurrent", "on_saturated"]),
     "ConcurrencyLimitRequest": obj({
-        "queue": {**STR, "minLength": 1},
+        "queue": NAME,
         "max_concurrent": {**U64, "minimum": 1, "maximum": 2**63 - 1},
         "on_saturated": one_of("queue", "discard", "cancel_incoming", "cancel_running"),
     }, ["queue", "max_concurrent", "on_saturated"]),
@@ -435,7 +499,8 @@ SCHEMAS: dict[str, Any] = {
         "jobs": obj({"total": INT, "active": INT, "by_state": COUNTS},
                     ["total", "active", "by_state"]),
     }, ["version", "backend", "uptime_secs", "jobs"]),
-    "PruneRequest": obj({"older_than_ms": I64, "dry_run": BOOL}, ["older_than_ms"]),
+    "PruneRequest": obj({"older_than_ms": {**I64, "minimum": 0}, "dry_run": BOOL},
+                        ["older_than_ms"]),
     "SystemStorage": obj({
         "engine": STR, "path": nullable(STR), "size_bytes": nullable(INT),
         "uniques": obj({
@@ -463,13 +528,15 @@ SCHEMAS: dict[str, Any] = {
     "QueueWeightRequest": obj({"weight": POSITIVE_U32},
                               ["weight"]),
     "EnqueueLimitRequest": obj({"max_unfinished_jobs": {
-        **U64, "description": "0 closes intake (kill switch); above 2^63-1 is a 400"}},
+        **U64, "maximum": 2**63 - 1, "description": "0 closes intake (kill switch)."}},
         ["max_unfinished_jobs"]),
     "SampleMemoryRequest": obj({"limit": nullable({**U32, "description": "default 100"})}),
     "SampleMemoryResult": obj({"sampled_queues": INT}, ["sampled_queues"]),
     "OperationAccepted": obj({"operation_id": STR}, ["operation_id"]),
-    "RescheduleRequest": obj({"scheduled_at_ms": I64}, ["scheduled_at_ms"]),
-    "PayloadRequest": obj({"payload": B64, "schema_version": nullable(VERSION)}, ["payload"]),
+    "RescheduleRequest": obj({"scheduled_at_ms": {**I64, "minimum": 0}},
+                             ["scheduled_at_ms"]),
+    "PayloadRequest": obj({"payload": PAYLOAD_IN, "schema_version": nullable(VERSION)},
+                          ["payload"]),
     "AuditEntry": obj({
         "id": INT, "at_ms": I64,
         "actor": {**STR, "description": "The token's name (the tokens file's `name=`, "
@@ -510,9 +577,10 @@ def _err(desc: str, schema: str = "Error") -> dict[str, Any]:
     return _resp(desc, ref(schema))
 
 
-def _path_param(name: str, desc: str) -> dict[str, Any]:
+def _path_param(name: str, desc: str, schema: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "description": desc,
-            "schema": {"type": "string", "minLength": 1}}
+            "schema": schema or NAME}
 
 
 def _query_param(name: str, schema: dict[str, Any], desc: str,
@@ -584,6 +652,12 @@ def _operation(method: str, op_id: str, summary: str, tag: str, *,
 Q = "queue name"
 JOB_ID = _path_param("job_id", "job id")
 QUEUE = _path_param("queue", Q)
+# PUT names a rate class or a concurrency limit by one rule; DELETE takes any stored
+# name (one saved before the rule still goes).
+POLICY_NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$",
+               "description": "1-128 characters from letters, digits and `. _ - : / @ +`, "
+                              "starting with a letter or digit."}
+LIMIT_200 = _query_param("limit", {**U32, "minimum": 1, "maximum": 200}, "1..200, default 50")
 EMPTY_200 = {"200": _resp("Done (empty body).")}
 NO_CONTENT = {"204": _resp("Done.")}
 INCLUDE_PAYLOAD = _query_param("include_payload", BOOL, "`true` to include the payload "
@@ -650,16 +724,18 @@ def _paths() -> dict[str, dict[str, Any]]:
     add("/queues/{queue}/history", "get", _operation(
         "get", "queueHistory", "Per-bucket arrivals, completions, failures, rejections",
         "queues", params=[QUEUE, _query_param("since_ms", I64, "default 0"),
-                          _query_param("bucket_ms", I64, "default 60000; >= 60000")],
+                          _query_param("bucket_ms", {**I64, "minimum": 60_000},
+                                       "default 60000; >= 60000")],
         ok={"200": _resp("Buckets", arr(ref("HistoryBucket")))}))
-    window = _query_param("window_ms", I64, "default 3600000 (an hour); 60000..86400000")
+    window = _query_param("window_ms", {**I64, "minimum": 60_000, "maximum": 86_400_000},
+                          "default 3600000 (an hour); 60000..86400000")
     add("/queues/{queue}/latency", "get", _operation(
         "get", "queueLatency", "Wait and run time percentiles, in all and per kind",
         "queues", params=[QUEUE, window],
         ok={"200": _resp("Percentiles", ref("QueueLatency"))}))
     add("/kinds/{kind}/latency", "get", _operation(
         "get", "kindLatency", "A kind's wait and run time percentiles, in all and per "
-        "queue", "jobs", params=[_path_param("kind", "job kind"), window],
+        "queue", "jobs", params=[_path_param("kind", "job kind", KIND), window],
         ok={"200": _resp("Percentiles", ref("KindLatency"))}))
 
     # -- jobs
@@ -673,12 +749,15 @@ def _paths() -> dict[str, dict[str, Any]]:
                          "case; payload.a.b: the JSON value at a.b), ANDed; a bare term "
                          "is a kind prefix. Payload terms examine at most 10,000 jobs "
                          "(32 MiB) a page: see scan_limited."),
-            _query_param("queue", STR, Q), _query_param("state", STR, "job state"),
+            _query_param("queue", STR, Q), _query_param("state", one_of(*STATES), "job state"),
             _query_param("kind", STR, "kind"), _query_param("partition_key", STR, "partition"),
-            _query_param("cursor", STR, "next_cursor of the previous page"),
-            _query_param("limit", U32, "1..200, default 50"),
-            _query_param("tags_all", STR, "comma-separated: jobs with all of these tags"),
-            _query_param("tags_any", STR, "comma-separated: jobs with any of these tags"),
+            _query_param("cursor", {**STR, "pattern": "^[A-Za-z0-9_-]{1,1400}={0,2}$"},
+                         "next_cursor of the previous page (anything else is a 400)"),
+            LIMIT_200,
+            _query_param("tags_all", STR, "comma-separated: jobs with all of these tags "
+                         "(at most 100)"),
+            _query_param("tags_any", STR, "comma-separated: jobs with any of these tags "
+                         "(at most 100)"),
             INCLUDE_PAYLOAD,
             *(_query_param(name, I64, desc) for name, desc in (
                 ("enqueued_after_ms", "enqueued at or after (epoch ms)"),
@@ -759,7 +838,7 @@ def _paths() -> dict[str, dict[str, Any]]:
         ok={"200": _resp("The operation", ref("Operation"))}))
 
     # -- periodic
-    sched = _path_param("schedule_id", "schedule id")
+    sched = _path_param("schedule_id", "schedule id", text(1, 200))
     add("/periodic", "get", _operation(
         "get", "listPeriodic", "Periodic schedules", "periodic", params=[INCLUDE_PAYLOAD],
         ok={"200": _resp("Schedules", arr(ref("Schedule")))}))
@@ -771,7 +850,8 @@ def _paths() -> dict[str, dict[str, Any]]:
         params=[sched], ok=NO_CONTENT))
     add("/periodic/{schedule_id}/enqueue-events", "get", _operation(
         "get", "periodicEvents", "Enqueue events, newest first", "periodic",
-        params=[sched, _query_param("limit", U32, "default 30"),
+        params=[sched, _query_param("limit", {**U32, "minimum": 1, "maximum": 1000},
+                                    "1..1000, default 30"),
                 _query_param("cursor", U64, "event_id to continue before")],
         ok={"200": _resp("Events", ref("ScheduleEvents"))}))
     add("/periodic/{schedule_id}/run", "post", _operation(
@@ -853,7 +933,8 @@ def _paths() -> dict[str, dict[str, Any]]:
         ok={"200": _resp("Rate classes", arr(ref("RateClass")))}))
     add("/rate-classes/{name}", "put", _operation(
         "put", "putRateClass", "Create or update a rate class (paused = kill switch)",
-        "policy", params=[_path_param("name", "rate class")], body="RateClassRequest",
+        "policy", params=[_path_param("name", "rate class", POLICY_NAME)],
+        body="RateClassRequest",
         ok=EMPTY_200))
     add("/rate-classes/{name}", "delete", _operation(
         "delete", "deleteRateClass", "Delete a rate class", "policy",
@@ -870,7 +951,8 @@ def _paths() -> dict[str, dict[str, Any]]:
         ok={"200": _resp("Limits", arr(ref("ConcurrencyLimit")))}))
     add("/concurrency-limits/{name}", "put", _operation(
         "put", "putConcurrencyLimit", "Create or update a concurrency ceiling", "policy",
-        params=[_path_param("name", "limit name")], body="ConcurrencyLimitRequest",
+        params=[_path_param("name", "limit name", POLICY_NAME)],
+        body="ConcurrencyLimitRequest",
         ok=EMPTY_200))
     add("/concurrency-limits/{name}", "delete", _operation(
         "delete", "deleteConcurrencyLimit", "Delete a concurrency ceiling", "policy",
@@ -897,8 +979,9 @@ def _paths() -> dict[str, dict[str, Any]]:
     # -- audit
     add("/audit", "get", _operation(
         "get", "listAudit", "Operator actions, newest first", "audit",
-        params=[_query_param("limit", U32, "1..200, default 50"),
-                _query_param("cursor", U64, "next_cursor of the previous page"),
+        params=[LIMIT_200,
+                _query_param("cursor", {**U64, "maximum": 2**63 - 1},
+                             "next_cursor of the previous page"),
                 _query_param("action", STR, "Only this action (e.g. `job.retry`)."),
                 _query_param("target", STR, "Only this target (e.g. `job:<id>`)."),
                 _query_param("target_prefix", STR, "Only targets starting with this "
@@ -909,7 +992,74 @@ def _paths() -> dict[str, dict[str, Any]]:
                     "run, recorded right after its change; refused requests and "
                     "Idempotency-Key replays record nothing. Kept for "
                     "HG_AUDIT_RETENTION_MS (90 days by default)."))
+    _add_links(p)
     return p
+
+
+# -- links: from the responses that create or list a thing to the routes that name it --
+
+JOB_OPS = ("getJob", "deleteJob", "getJobResult", "getJobOutput", "getJobProgress",
+           "retryJob", "cancelJob", "promoteJob", "rescheduleJob", "editPayload",
+           "explainAdmission")
+RUN_OPS = ("getJobResult", "getJobOutput", "getJobProgress")
+QUEUE_OPS = ("putQueue", "deleteQueue", "putEnqueueLimit", "deleteEnqueueLimit",
+             "pauseQueue", "resumeQueue", "queueHistory", "queueLatency")
+SCHEDULE_OPS = ("putPeriodic", "deletePeriodic", "periodicEvents", "runPeriodic")
+
+# (source path, method, status, {target operationId: {parameter: runtime expression}})
+LINKS: tuple[tuple[str, str, str, dict[str, dict[str, str]]], ...] = (
+    # A new job has no result, output or progress yet: those follow reading the job.
+    ("/jobs", "post", "201", {
+        **{op: {"job_id": "$response.body#/id"} for op in JOB_OPS if op not in RUN_OPS},
+        "kindLatency": {"kind": "$request.body#/kind"}}),
+    ("/jobs", "get", "200", {op: {"job_id": "$response.body#/jobs/0/id"} for op in JOB_OPS}),
+    ("/jobs/{job_id}", "get", "200", {
+        **{op: {"job_id": "$response.body#/id"} for op in RUN_OPS},
+        "kindLatency": {"kind": "$response.body#/kind"},
+        **{op: {"queue": "$response.body#/queue"} for op in QUEUE_OPS},
+        "listPartitions": {"queue": "$response.body#/queue"}}),
+    ("/jobs/bulk", "post", "202", {"getOperation": {"op_id": "$response.body#/id"}}),
+    ("/queues/{queue}", "delete", "202", {
+        "getOperation": {"op_id": "$response.body#/operation_id"}}),
+    ("/queues/{queue}", "put", "200", {
+        **{op: {"queue": "$request.path.queue"} for op in QUEUE_OPS},
+        "listPartitions": {"queue": "$request.path.queue"}}),
+    ("/queues/{queue}/enqueue-limit", "put", "200", {
+        op: {"queue": "$request.path.queue"} for op in QUEUE_OPS}),
+    ("/queues", "get", "200", {op: {"queue": "$response.body#/0/queue"} for op in QUEUE_OPS}),
+    ("/periodic/{schedule_id}", "put", "200", {
+        op: {"schedule_id": "$request.path.schedule_id"} for op in SCHEDULE_OPS}),
+    ("/periodic", "get", "200", {
+        op: {"schedule_id": "$response.body#/0/id"} for op in SCHEDULE_OPS}),
+    ("/periodic/{schedule_id}/run", "post", "202", {
+        op: {"job_id": "$response.body#/id"} for op in JOB_OPS if op not in RUN_OPS}),
+    ("/rate-classes/{name}", "put", "200", {
+        op: {"name": "$request.path.name"} for op in ("putRateClass", "deleteRateClass")}),
+    ("/rate-classes", "get", "200", {
+        op: {"name": "$response.body#/0/name"} for op in ("putRateClass", "deleteRateClass")}),
+    ("/concurrency-limits/{name}", "put", "200", {
+        **{op: {"name": "$request.path.name"}
+           for op in ("putConcurrencyLimit", "deleteConcurrencyLimit")},
+        **{op: {"queue": "$request.body#/queue"} for op in QUEUE_OPS}}),
+    ("/concurrency-limits", "get", "200", {
+        op: {"name": "$response.body#/0/name"}
+        for op in ("putConcurrencyLimit", "deleteConcurrencyLimit")}),
+    ("/workers", "get", "200", {
+        "signalWorker": {"worker_id": "$response.body#/0/worker_id"}}),
+    ("/quarantine", "get", "200", {
+        "releaseQuarantine": {"fingerprint": "$response.body#/0/fingerprint"}}),
+)
+
+
+def _add_links(paths: dict[str, dict[str, Any]]) -> None:
+    """OpenAPI links, so a client (or a stateful fuzzer) can follow what a response
+    created or listed to the routes that act on it."""
+    for path, method, status, targets in LINKS:
+        responses = paths[path][method]["responses"]
+        # A copy: the plain answers (EMPTY_200, NO_CONTENT) are shared between routes.
+        responses[status] = {**responses[status], "links": {
+            op: {"operationId": op, "parameters": dict(params)}
+            for op, params in targets.items()}}
 
 
 def document() -> dict[str, Any]:
