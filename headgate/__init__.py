@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         Revoke,
         Skip,
         Snooze,
+        Throttled,
         Undecodable,
         Worker,
     )
@@ -79,7 +80,7 @@ __all__ = [
 # runtime and the task layer built on it cost a producer import time it has no use for.
 _WORKER_NAMES = [
     "JobContext", "JobOutcome", "JsonDecoder", "RateLimited", "Retry", "Revoke", "Skip",
-    "Snooze", "Undecodable", "Worker",
+    "Snooze", "Throttled", "Undecodable", "Worker",
 ]
 _TASK_NAMES = [
     "App", "Backoff", "Codec", "EncodeError", "JobFailed", "JobRef", "JsonCodec", "ResultGone",
@@ -87,7 +88,7 @@ _TASK_NAMES = [
 ]
 __all__ += [
     "JobContext", "JobOutcome", "JsonDecoder", "RateLimited", "Retry", "Revoke", "Skip",
-    "Snooze", "Undecodable", "Worker",
+    "Snooze", "Throttled", "Undecodable", "Worker",
 ]
 __all__ += [
     "App", "Backoff", "Codec", "EncodeError", "JobFailed", "JobRef", "JsonCodec", "ResultGone",

@@ -163,7 +163,7 @@ class Tracing:
                     return
                 if decision.exc is not None:
                     span.record_exception(decision.exc)
-                if decision.outcome is not Outcome.SNOOZE:
+                if decision.outcome not in (Outcome.SNOOZE, Outcome.THROTTLED):
                     first = (decision.error or label).splitlines()[0]
                     span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, first))
 

@@ -38,4 +38,5 @@ class Outcome(StrEnum):
     REVOKE = "revoke"
     SNOOZE = "snooze"
     RATE_LIMITED = "rate_limited"
+    THROTTLED = "throttled"
     UNDECODABLE = "undecodable"

@@ -27,6 +27,7 @@ from headgate.core import (
     JobPage,
     Outcome,
 )
+from headgate.core.adaptive import Adaptive
 from headgate.core.job import Blob, Progress
 
 from .activity import ActivityHub
@@ -416,11 +417,20 @@ class Store(ABC):
 
     @abstractmethod
     def upsert_rate_class(
-        self, name: str, limit: int, window_ms: int, burst: int | None = None, paused: bool = False
-    ) -> None: ...
+        self, name: str, limit: int, window_ms: int, burst: int | None = None,
+        paused: bool = False, adaptive: Adaptive | None = None,
+    ) -> None:
+        """Create or replace a class; with `adaptive`, its limit then moves between the
+        bounds as handlers report throttles and successes (core/adaptive.py)."""
 
     @abstractmethod
     def rate_classes(self) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def rate_class_history(self, name: str, since_ms: int,
+                           limit: int = 1000) -> list[dict[str, Any]]:
+        """An adaptive class's limit changes from `since_ms` on, oldest first: `{at_ms,
+        limit_per_window, window_ms, change (set|decrease|increase), throttles}`."""
 
     @abstractmethod
     def upsert_concurrency_limit(

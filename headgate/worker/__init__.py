@@ -24,9 +24,10 @@ Handlers are called as ``handler(job, ctx)``: ``job`` is the claimed ``headgate.
 (counters included: ``attempt``, ``crash_attempt``, ``fence``), ``ctx`` a ``JobContext``.
 Returning ``None`` (or any non-outcome) is success; returning ``bytes`` records them as
 the result, like ``ctx.set_result``. Outcomes: ``Retry``, ``Skip``, ``Revoke``,
-``Snooze``, ``RateLimited``, ``Undecodable`` — raised or returned. A handler may be an
-``async def``: it is awaited to the end on the worker's event loop (``aio``), holding a
-slot meanwhile, and cancelled by timeouts, deadlines, operator cancel and shutdown.
+``Snooze``, ``RateLimited``, ``Throttled``, ``Undecodable`` — raised or returned. A
+handler may be an ``async def``: it is awaited to the end on the worker's event loop
+(``aio``), holding a slot meanwhile, and cancelled by timeouts, deadlines, operator
+cancel and shutdown.
 
 ``worker.config`` is the worker's ``WorkerConfig`` (every setting, frozen; ``configure``
 replaces it); ``HandlerSpec`` (``handlers``) is one registration.
@@ -39,7 +40,16 @@ attempt ends), ``acks``, ``leases``, ``heartbeat`` (signals), ``control`` (statu
 
 from .decoders import JsonDecoder
 from .job_context import JobContext
-from .outcomes import JobOutcome, RateLimited, Retry, Revoke, Skip, Snooze, Undecodable
+from .outcomes import (
+    JobOutcome,
+    RateLimited,
+    Retry,
+    Revoke,
+    Skip,
+    Snooze,
+    Throttled,
+    Undecodable,
+)
 from .runtime import (
     DEADLINE_HEADER,
     EXIT_FORCED,
@@ -53,5 +63,5 @@ from .runtime import (
 __all__ = [
     "DEADLINE_HEADER", "EXIT_FORCED", "EXIT_OK", "EXIT_RESTART", "HandlerSpec", "JobContext",
     "JobOutcome", "JsonDecoder", "RateLimited", "Retry", "Revoke", "Skip", "Snooze",
-    "Undecodable", "Worker", "WorkerConfig",
+    "Throttled", "Undecodable", "Worker", "WorkerConfig",
 ]

@@ -110,6 +110,27 @@ class RateLimited(JobOutcome):
         return None
 
 
+class Throttled(JobOutcome):
+    """The downstream said "too many" (an HTTP 429, a quota error): run this job again
+    after ``retry_after_ms`` (default: its rate class's window) without spending an
+    attempt. On an adaptive rate class the store also lowers the class's fleet-wide
+    limit, at most once per window (docs/tasks.md, Throttled); on any other class, or
+    none, it is a snooze."""
+
+    outcome = Outcome.THROTTLED
+
+    def __init__(self, retry_after_ms: int | None = None) -> None:
+        super().__init__(retry_after_ms)
+        self.delay_ms = _delay("Throttled.retry_after_ms", retry_after_ms)
+
+    @property
+    def retry_after_ms(self) -> int | None:
+        return self.delay_ms
+
+    def error_text(self) -> None:
+        return None
+
+
 class Undecodable(JobOutcome):
     """The payload can never be processed by this code; never retried."""
 
@@ -123,4 +144,5 @@ class Undecodable(JobOutcome):
         return self.reason or "undecodable payload"
 
 
-__all__ = ["JobOutcome", "RateLimited", "Retry", "Revoke", "Skip", "Snooze", "Undecodable"]
+__all__ = ["JobOutcome", "RateLimited", "Retry", "Revoke", "Skip", "Snooze", "Throttled",
+           "Undecodable"]

@@ -22,15 +22,16 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from headgate.adapters.sql import adaptive
 from headgate.adapters.sql.admission import (
     MAX_SCAN_PER_PARTITION,
     PROMOTE_PER_ADMIT,
     SCAN_BATCH_EXTRA,
     validate_admit_args,
 )
-from headgate.adapters.sql.lifecycle import plain_success
+from headgate.adapters.sql.lifecycle import plain_success, succeeded_classes
 from headgate.adapters.sql.rows import row_to_job
 from headgate.core import AckRequest, Claim, Explanation
 from headgate.core.envelope import MAX_PAYLOAD
@@ -40,6 +41,8 @@ from .announce import FinishedAnnouncer
 from .connection import PgConnection, PgDatabase
 
 PLAIN_RETRY_S = 1.0
+# How long the set of adaptive rate classes read for plain acks is trusted.
+ADAPTIVE_RECHECK_S = 1.0
 # The lost id of the early exit's marker row: it declined, the policy block decided.
 DECLINED = ""
 MAX_POLICY_BOUND = 1024
@@ -141,6 +144,9 @@ class ServerAdmission:
     # the early exit is tried again after `plain_retry_s`.
     _policy_bound: dict[str, float]
     plain_retry_s: float = PLAIN_RETRY_S
+    # The adaptive rate classes as last read, and when (time.monotonic()).
+    _adaptive: set[str] = set()  # noqa: RUF012 - replaced whole, never mutated
+    _adaptive_checked: float = float("-inf")
     _finished_announcer: FinishedAnnouncer
 
     def admit(self, worker_id: str, queues: Sequence[str], capacity: int,
@@ -174,6 +180,7 @@ class ServerAdmission:
         else:
             with self.db.autocommit() as conn:
                 lost = ack_many(conn, plain)
+            self._raise_adaptive(acks, lost)
         self._acked(acks)
         return lost
 
@@ -185,6 +192,7 @@ class ServerAdmission:
         plain = plain_acks(acks)
         if plain is not None:
             result = self._admit(worker_id, queues, capacity, lease_ms, quantum, plain)
+            self._raise_adaptive(acks, result[0])
             self._acked(acks)
             return result
         store: Any = self
@@ -202,11 +210,30 @@ class ServerAdmission:
         """What the function's policy block would say of the job now, read-only."""
         with self.db.read_with_clock() as (conn, now):
             row = conn.execute(EXPLAIN, (job_id, now)).fetchone()
-        if row is None or row[0] is None:
-            return None
-        admissible, blocked_by, detail, wait_ms = row
-        return Explanation(admissible, blocked_by, detail,
-                           None if wait_ms is None else int(wait_ms))
+            if row is None or row[0] is None:
+                return None
+            admissible, blocked_by, detail, wait_ms = row
+            explanation = Explanation(admissible, blocked_by, detail,
+                                      None if wait_ms is None else int(wait_ms))
+            adaptive.annotate(cast(Any, conn), explanation, job_id)
+        return explanation
+
+    def _raise_adaptive(self, acks: Sequence[AckRequest], lost: Sequence[str]) -> None:
+        """The function applied these plain successes; their adaptive classes' increase
+        (adaptive.succeeded) follows in a transaction of its own, only for classes this
+        process has lately seen adaptive: a batch of other classes costs no statement."""
+        names = succeeded_classes(acks, lost)
+        if not names:
+            return
+        now = time.monotonic()
+        if now >= self._adaptive_checked + ADAPTIVE_RECHECK_S:
+            with self.db.read() as conn:
+                self._adaptive = adaptive.adaptive_names(cast(Any, conn))
+            self._adaptive_checked = now
+        names &= self._adaptive
+        if names:
+            with self.db.write() as (conn, store_now):
+                adaptive.succeeded(cast(Any, conn), store_now, names)
 
     def _acked(self, acks: Sequence[AckRequest]) -> None:
         """Committed acks are finished (or rescheduled) jobs: live views hear of their

@@ -26,6 +26,11 @@ DELETE FROM queue_latency WHERE (queue, bucket_ms, kind, metric, le_ms) IN (
     SELECT queue, bucket_ms, kind, metric, le_ms FROM queue_latency WHERE bucket_ms < ?
     ORDER BY bucket_ms LIMIT ?
 )""",
+    # An adaptive rate class's limit changes (migration 0024), by the same horizon.
+    "rate_class_history": """
+DELETE FROM rate_class_history WHERE id IN (
+    SELECT id FROM rate_class_history WHERE at_ms < ? ORDER BY at_ms LIMIT ?
+)""",
 }
 # The tables hold at most the horizon's worth of buckets once the duty runs, and the
 # counts go by the `bucket_ms` index (the oldest bucket is one index probe).

@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from headgate.core import Claim, InvalidTransition, NotFound, State, transition
+from headgate.core.adaptive import Adaptive
 from headgate.core.envelope import INT32_MAX, MAX_PAYLOAD, check_int, check_text
 from headgate.core.errors import InvalidInput
 from headgate.core.policy import SATURATION_STRATEGIES, WORKER_SIGNALS
 
+from . import adaptive as adaptive_rules
 from .admission import RateBucket
 from .conn import Connection
 from .enqueue import ENSURE_QUEUE
@@ -130,7 +132,7 @@ def set_queue(conn: Connection, now: int, queue: str, column: str, value: Any) -
 
 def upsert_rate_class(
     conn: Connection, now: int, name: str, limit: int, window_ms: int,
-    burst: int | None, paused: bool,
+    burst: int | None, paused: bool, adaptive: Adaptive | None = None,
 ) -> None:
     check_text("rate class name", name)
     check_int("limit", limit, 1)
@@ -138,18 +140,24 @@ def upsert_rate_class(
     burst = max(limit, 1) if burst is None else check_int("burst", burst, 1)
     if not isinstance(paused, bool):
         raise InvalidInput("paused must be a boolean")
-    row = conn.execute(
-        "SELECT limit_per_window, window_ms, burst, paused, tokens, refilled_at_ms "
-        "FROM rate_classes WHERE name = ?", (name,)
-    ).fetchone()
-    tokens = float(burst) if row is None else min(float(burst), RateBucket.load(row, now).tokens)
+    if adaptive is not None and not isinstance(adaptive, Adaptive):
+        raise InvalidInput("adaptive must be an Adaptive (headgate.core.adaptive)")
+    row = conn.execute(adaptive_rules.SELECT_CLASS.format(
+        for_update=conn.dialect.for_update), (name,)).fetchone()  # type: ignore[attr-defined]
+    limit, burst, extra = adaptive_rules.configure(conn, now, name, limit, window_ms, burst,
+                                                   adaptive, row)
+    tokens = float(burst) if row is None else min(float(burst),
+                                                  RateBucket.load(row[:6], now).tokens)
+    names = ", ".join(extra)
     conn.execute(
         "INSERT INTO rate_classes (name, limit_per_window, window_ms, burst, paused, tokens, "
-        "refilled_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+        f"refilled_at_ms, {names}) VALUES (?, ?, ?, ?, ?, ?, ?{', ?' * len(extra)}) "
+        "ON CONFLICT (name) DO UPDATE SET "
         "limit_per_window = excluded.limit_per_window, window_ms = excluded.window_ms, "
         "burst = excluded.burst, paused = excluded.paused, tokens = excluded.tokens, "
-        "refilled_at_ms = excluded.refilled_at_ms",
-        (name, limit, window_ms, burst, int(paused), tokens, now),
+        "refilled_at_ms = excluded.refilled_at_ms, throttles = 0, "
+        + ", ".join(f"{c} = excluded.{c}" for c in extra),
+        (name, limit, window_ms, burst, int(paused), tokens, now, *extra.values()),
     )
 
 

@@ -15,6 +15,7 @@ from headgate.core.errors import InvalidInput
 from headgate.core.job import Blob, Progress
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
+from . import adaptive
 from .admission import RateBucket
 from .conn import Connection
 from .control import RATE_CLASS_WAITING
@@ -136,10 +137,9 @@ def partitions(conn: Connection, queue: str, limit: int = 200) -> list[dict[str,
 def rate_classes(conn: Connection, now: int) -> list[dict[str, Any]]:
     out = []
     for row in conn.execute(
-        "SELECT name, limit_per_window, window_ms, burst, paused, tokens, refilled_at_ms "
-        "FROM rate_classes ORDER BY name"
+        f"SELECT name, {adaptive.COLUMNS} FROM rate_classes ORDER BY name"
     ).fetchall():
-        bucket = RateBucket.load(row[1:], now)
+        bucket = RateBucket.load(row[1:7], now)
         waiting = conn.execute(RATE_CLASS_WAITING, (row[0],)).fetchone()[0]
         out.append({
             "name": row[0],
@@ -150,6 +150,7 @@ def rate_classes(conn: Connection, now: int) -> list[dict[str, Any]]:
             "jobs_waiting": waiting,
             "paused": bucket.paused,
             "refill_in_ms": bucket.refill_in_ms(1),
+            "adaptive": adaptive.block(row[1:], row[0], conn),
         })
     return out
 

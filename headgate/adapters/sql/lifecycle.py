@@ -18,10 +18,12 @@ from headgate.core import (
     retry_delay_ms,
     transition,
 )
+from headgate.core.adaptive import DEFAULT_THROTTLE_DELAY_MS
 from headgate.core.envelope import MAX_PAYLOAD
 from headgate.core.errors import InvalidInput
 from headgate.core.transitions import DEFAULT_CRASH_LIMIT
 
+from . import adaptive
 from .conn import Connection
 from .rows import append_error, bump_history, error_entry
 
@@ -256,7 +258,8 @@ def _plan_ack(
     logs: Sequence[str],
 ) -> tuple[dict[str, object] | None, str, dict[str, int]]:
     """The column changes for one ack (None: delete the row), its queue and its
-    history counts. Only a rate-limited ack with a delay writes here (its class)."""
+    history counts. Only a rate-limited ack with a delay and a throttled ack write here
+    (their class)."""
     _, _, _, attempt, max_attempts, crash, retention, queue, rate_name, errors, worker = row
     rule = transition(State.RUNNING, outcome.value, GuardContext(
         attempt=attempt, max_attempts=max_attempts, crash_attempt=crash,
@@ -280,6 +283,10 @@ def _plan_ack(
     if target is State.RETRYABLE:
         wait = delay_ms if delay_ms is not None else retry_delay_ms(new_attempt)
         sets["scheduled_at_ms"] = now + wait
+    elif target is State.SCHEDULED and outcome is Outcome.THROTTLED:
+        window_ms = adaptive.throttled(conn, now, rate_name) if rate_name else None
+        wait = delay_ms if delay_ms is not None else (window_ms or DEFAULT_THROTTLE_DELAY_MS)
+        sets["scheduled_at_ms"] = now + wait
     elif target is State.SCHEDULED:
         sets["scheduled_at_ms"] = now + (delay_ms or 0)
     elif target is State.AVAILABLE and delay_ms and rate_name:
@@ -291,6 +298,15 @@ def _plan_ack(
         sets["result"] = bytes(result)
         sets["result_schema_version"] = result_schema_version
     return sets, queue, delta
+
+
+def succeeded_classes(acks: Sequence[AckRequest], lost: Sequence[str]) -> set[str]:
+    """The rate classes of the successes among `acks` that were applied: what an
+    adaptive class's increase (adaptive.succeeded) hears of."""
+    gone = set(lost)
+    return {a.claim.job.rate_class for a in acks
+            if a.claim.job.rate_class and a.outcome == Outcome.SUCCESS.value
+            and a.claim.job.id not in gone}
 
 
 def _apply_planned(conn: Connection, ids: list[str], sets: dict[str, object] | None) -> None:

@@ -19,12 +19,14 @@ from headgate.core import (
     JobPage,
     Outcome,
 )
+from headgate.core.adaptive import Adaptive
 from headgate.core.envelope import check_int, check_text
 from headgate.core.job import Blob, Progress
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.store.port import Store
 
 from . import (
+    adaptive,
     admission,
     buckets,
     control,
@@ -91,7 +93,10 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
 
     def explain_admission(self, job_id: str) -> Explanation | None:
         with self.db.read_with_clock() as (conn, now):
-            return admission.explain(conn, now, job_id)
+            explanation = admission.explain(conn, now, job_id)
+            if explanation is not None:
+                adaptive.annotate(conn, explanation, job_id)
+            return explanation
 
     def ack(self, claim: Claim, outcome: Outcome, error: str | None = None,
             delay_ms: int | None = None, result: bytes | None = None, *,
@@ -100,6 +105,8 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
             conn.dialect.lock_queues(conn, [claim.job.queue])
             queue = lifecycle.ack(conn, now, claim, outcome, error, delay_ms, result,
                                   result_schema_version, logs)
+            if claim.job.rate_class and Outcome(outcome) is Outcome.SUCCESS:
+                adaptive.succeeded(conn, now, (claim.job.rate_class,))
         if Outcome(outcome) in (Outcome.RATE_LIMITED, Outcome.SNOOZE):
             self._publish(queue)
 
@@ -133,6 +140,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
         conn.dialect.lock_queues(conn, sorted({a.claim.job.queue for a in acks}))
         lost, wake = lifecycle.ack_many(conn, now, acks, history) if acks else ([], set())
         bump_history(conn, now, history)
+        adaptive.succeeded(conn, now, lifecycle.succeeded_classes(acks, lost))
         return lost, wake
 
     def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[Claim]:
@@ -320,14 +328,22 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
         self._publish(queue)
 
     def upsert_rate_class(self, name: str, limit: int, window_ms: int,
-                          burst: int | None = None, paused: bool = False) -> None:
+                          burst: int | None = None, paused: bool = False,
+                          adaptive: Adaptive | None = None) -> None:
         with self.db.write() as (conn, now):
-            control.upsert_rate_class(conn, now, name, limit, window_ms, burst, paused)
+            control.upsert_rate_class(conn, now, name, limit, window_ms, burst, paused,
+                                      adaptive)
         self.activity.publish(())
 
     def rate_classes(self) -> list[dict[str, Any]]:
         with self.db.read_with_clock() as (conn, now):
             return inspection.rate_classes(conn, now)
+
+    def rate_class_history(self, name: str, since_ms: int,
+                           limit: int = 1000) -> list[dict[str, Any]]:
+        check_int("limit", limit, 1, 10_000)
+        with self.db.read() as conn:
+            return adaptive.history(conn, name, since_ms, limit)
 
     def upsert_concurrency_limit(self, name: str, queue: str, max_concurrent: int,
                                  on_saturated: str = "queue") -> None:
