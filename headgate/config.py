@@ -448,7 +448,8 @@ class Settings:
     def remote_bind_refusal(self, addr: str) -> str | None:
         """Why binding ``addr`` is refused (docs/api.md, Access), or None when it is allowed."""
         host, _ = split_addr(addr)
-        if is_loopback_host(host) or self.allow_remote or self.api_tokens or self.api_read_tokens:
+        if is_loopback_host(host) or self.allow_remote or self.api_tokens \
+                or self.api_read_tokens or self.api_worker_tokens:
             return None
         return (
             f"refusing to listen on {addr}: it is not a loopback address and nothing "

@@ -451,6 +451,14 @@ def test_tokens_file_worker_lines(tmp_path: Any) -> None:
                                   "HG_API_WORKER_TOKENS": "env-worker-dddddddd"})
     assert settings.api_worker_tokens == ("env-worker-dddddddd", "wrk-bbbbbbbbbbbb",
                                           "wrk-cccccccccccc")
+    # Worker tokens alone authenticate requests: a remote bind is allowed, and the
+    # loopback-only Host check is off.
+    from headgate.web.guards import loopback_only
+
+    only_workers = Settings(api_worker_tokens=("wrk-only-ffffffff",))
+    assert only_workers.remote_bind_refusal("0.0.0.0:8080") is None
+    assert not loopback_only(only_workers)
+    assert Settings().remote_bind_refusal("0.0.0.0:8080") is not None
     path.write_text("tok-eeeeeeeeeeee rw queues=mail\n")
     with pytest.raises(headgate.config.ConfigError, match="line 1: queues= is for worker"):
         read_tokens_file(str(path))
