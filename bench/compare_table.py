@@ -383,8 +383,7 @@ def wal_table(d: Data) -> str:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--ab"] and len(argv) in (2, 4):
-        print(f"## A/B (median (min–max) of {', '.join(argv[2:]) or 'A, B'}; "
-              "CPU µs per job, total)\n")
+        print("## A/B (each side's median (min–max) over its runs; CPU µs per job, total)\n")
         print(ab_table(Path(argv[1]), argv[2:]))
         return 0
     if len(argv) != 1:

@@ -25,6 +25,10 @@ the queue (max_concurrent far above concurrency 2). The name gets ``+policies``.
 ``--concurrency C`` other than 2 names the row ``headgate[pg,cC]`` (bench/compare.sh's
 matched in-flight W3 row runs ``--concurrency 10``).
 
+``--cpu`` adds CPU microseconds per job to the W1-W3 lines, as bench/compare.sh does for
+every row by running this script under bench/cpu_meter.py (see there); on PostgreSQL the
+server's part needs its processes on this machine.
+
 ``--profile DIR`` (diagnosis only; figures are then not comparable and the name gets
 ``~profiled``): the producer's timed W1/W2 loops run under cProfile (``DIR/w1-N.prof``),
 and the worker runs under ``py-spy record`` when py-spy is found (``HG_PYSPY`` or PATH),
@@ -286,8 +290,20 @@ def main() -> None:
                     help="server for --store pg (default: HG_PG, HG_TEST_PG, PEERS_PG_*)")
     ap.add_argument("--profile", metavar="DIR", default=None,
                     help="cProfile the producer and py-spy the worker into DIR (diagnosis)")
+    ap.add_argument("--cpu", action="store_true",
+                    help="add CPU us per job (producer, worker, server) to W1-W3")
     args = ap.parse_args()
     peer = HeadgatePeer(args)
+    if args.cpu:
+        from bench.cpu_meter import find_postmaster, install
+
+        postmaster = None
+        if peer.kind == "pg":
+            try:
+                postmaster = find_postmaster(peer.admin_url)
+            except Exception as exc:  # no server part then, said once
+                common.log(f"[{peer.name}] no server CPU: {' '.join(str(exc).split())}")
+        install(common, postmaster)
     try:
         common.main(peer, args=args)
     finally:

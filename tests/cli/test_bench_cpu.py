@@ -91,3 +91,16 @@ def test_a_server_that_cannot_be_found_is_one_error_line(tmp_path: Path) -> None
     assert down.returncode == 1 and "Traceback" not in down.stderr
     assert len(down.stderr.splitlines()) == 1
     assert down.stderr.startswith("cpu_meter: no postmaster for postgresql://nobody@")
+
+
+@needs_harness
+def test_headgates_own_bench_measures_cpu_by_itself_with_its_flag(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "HG_SRC"}
+    env["HG_PEERS_DIR"] = str(HARNESS)
+    argv = [sys.executable, str(ROOT / "bench" / "peers_headgate.py"), "--store", "sqlite",
+            "--n", "100", "--runs", "1", "--workloads", "w1"]
+    with_flag, without = (subprocess.run(a, cwd=tmp_path, env=env, capture_output=True,
+                                         text=True, timeout=300) for a in (argv + ["--cpu"], argv))
+    assert with_flag.returncode == without.returncode == 0, with_flag.stderr + without.stderr
+    assert medians(json.loads(with_flag.stdout))["client"] > 0
+    assert "cpu_us_per_job" not in json.loads(without.stdout)
