@@ -33,7 +33,9 @@ The parts:
 
 A process's own CPU is the larger of its utime+stime (clock ticks, truncated) and the sum
 of its live threads' run time in /proc/PID/task/*/schedstat (nanoseconds; misses threads
-that ended): each a lower bound, the larger the nearer.
+that ended): each a lower bound, the larger the nearer. Reading at the window's two ends
+suffices because a process that ends inside it is counted by the parent that reaps it;
+only one orphaned inside the window (its parent gone first) would be missed.
 """
 
 from __future__ import annotations
