@@ -383,7 +383,11 @@ BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
 BENCHMARKS = {
     "api": "api.py",
     "engine": "engine.py",
+    "forecast": "forecast.py",
+    "fuzz_api": "fuzz_api.py",
+    "held_snapshot": "held_snapshot.py",
     "http": "http.py",
+    "http_workers": "http_workers.py",
     "import_time": "import_time.py",
     "inspect": "inspection.py",
     "keyed": "keyed.py",
