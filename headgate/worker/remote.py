@@ -74,6 +74,8 @@ RUNNING_SCAN = 100_000
 RECHECK_S = 1.0
 # The change probe's interval while a claim waits (SQLite: another process's commit).
 PROBE_S = 0.05
+# How long a claim waits for another claim of the same worker to end before a 409.
+CLAIM_QUEUE_S = 1.0
 # Outcomes a worker may report as a failure.
 FAIL_OUTCOMES = ("retry", "skip", "rate_limited", "undecodable")
 # Signals and the status they put the worker in (resign: duties only, none here).
@@ -300,7 +302,9 @@ class RemoteWorkers:
                                                                   MAX_LEASE_MS)
         if max_jobs is not None:
             check_int("max", max_jobs, 1, session.capacity)
-        if not session.claiming.acquire(blocking=False):
+        # A short claim of the same worker (a retry racing its predecessor) is waited
+        # for; a long poll is not.
+        if not session.claiming.acquire(timeout=CLAIM_QUEUE_S):
             raise WorkerConflict(f"a claim of worker {worker_id} is already waiting")
         try:
             held = self._held_count(worker_id)
