@@ -119,7 +119,17 @@ def _changed(kind: str, target: str, before: dict[str, Any] | None,
     return f"{kind}.{verb}", target, detail, "ok"
 
 
+ADAPTIVE_KEYS = ("min", "max", "decrease_factor", "increase_step")
+
+
 def _rate_values(r: dict[str, Any]) -> dict[str, Any]:
+    """A class's settings as an operator set them: an adaptive class's configured limit
+    and burst, not where adaptation has taken them (that is not an operator's edit)."""
+    adaptive = r.get("adaptive")
+    if adaptive:
+        return {"limit": adaptive["configured_limit"], "window_ms": r["window_ms"],
+                "burst": adaptive["configured_burst"], "paused": bool(r["paused"]),
+                "adaptive": {k: adaptive[k] for k in ADAPTIVE_KEYS}}
     return {"limit": r.get("limit_per_window", r.get("limit")), "window_ms": r["window_ms"],
             "burst": r["burst"], "paused": bool(r["paused"])}
 
@@ -137,6 +147,9 @@ def _rate_class(_resp: flask.Response) -> Entry:
     after = {"limit": limit, "window_ms": body.get("window_ms"),
              "burst": max(limit, 1) if burst is None and isinstance(limit, int) else burst,
              "paused": bool(body.get("paused", False))}
+    adaptive = body.get("adaptive")
+    if isinstance(adaptive, dict):
+        after["adaptive"] = {k: adaptive.get(k) for k in ADAPTIVE_KEYS}
     name = _arg("name")
     return _changed("rate_class", f"rate_class:{name}", flask.g.get(_BEFORE), after)
 

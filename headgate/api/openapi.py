@@ -443,11 +443,13 @@ SCHEMAS: dict[str, Any] = {
     "FailRequest": obj({
         "lease_id": STR, "fence": {**U64, "maximum": 2**63 - 1},
         "error": {"type": "string", "minLength": 1, "maxLength": 65_536},
-        "outcome": {**one_of("retry", "skip", "rate_limited", "undecodable"),
+        "outcome": {**one_of("retry", "skip", "rate_limited", "throttled", "undecodable"),
                     "description": "retry (default): again after retry_in_ms or the "
                     "backoff while attempts last; skip: archived; rate_limited: back "
                     "without spending an attempt, its rate class emptied for "
-                    "retry_in_ms (the throttle hint); undecodable."},
+                    "retry_in_ms (the throttle hint); throttled: again after "
+                    "retry_in_ms (default its rate class's window) without spending an "
+                    "attempt, an adaptive class's limit cut; undecodable."},
         "retry_in_ms": {**DURATION, "maximum": 31_536_000_000},
         "logs": arr(STR),
     }, ["lease_id", "fence", "error"]),
@@ -464,13 +466,38 @@ SCHEMAS: dict[str, Any] = {
     "RateClass": obj({
         "name": STR, "tokens_available": NUM, "burst": INT, "limit_per_window": INT,
         "window_ms": INT, "jobs_waiting": INT, "paused": BOOL, "refill_in_ms": nullable(INT),
+        "adaptive": nullable(ref("RateClassAdaptive")),
     }, ["name", "tokens_available", "burst", "limit_per_window", "window_ms", "jobs_waiting",
-        "paused"]),
+        "paused"], desc="For an adaptive class `limit_per_window` and `burst` are the "
+                        "adapted values admission uses now."),
+    "RateClassAdaptive": obj({
+        "min": INT, "max": INT, "decrease_factor": NUM, "increase_step": INT,
+        "configured_limit": INT, "configured_burst": INT,
+        "last_decrease_ms": nullable(INT), "last_increase_ms": nullable(INT),
+        "throttles_since_decrease": INT, "summary": STR,
+    }, ["min", "max", "decrease_factor", "increase_step", "configured_limit",
+        "configured_burst", "last_decrease_ms", "last_increase_ms",
+        "throttles_since_decrease", "summary"]),
+    "AdaptiveRequest": obj({
+        "min": {**I64, "minimum": 1}, "max": {**I64, "minimum": 1},
+        "decrease_factor": {**NUM, "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        "increase_step": {**I64, "minimum": 0},
+    }, ["min", "max", "decrease_factor", "increase_step"], desc=(
+        "AIMD: a throttle cuts the limit to max(min, limit x decrease_factor), at most "
+        "once per window fleet-wide; each window with successes adds increase_step, up "
+        "to max. 400 when min > max, decrease_factor is not in (0, 1), increase_step < 0 "
+        "or limit is outside min..max.")),
+    "RateClassChange": obj({"at_ms": INT, "limit_per_window": INT, "window_ms": INT,
+                            "change": one_of("set", "decrease", "increase"),
+                            "throttles": INT},
+                           ["at_ms", "limit_per_window", "window_ms", "change", "throttles"]),
     "RateClassRequest": obj({"limit": {**I64, "minimum": 1},
                              "window_ms": {**I64, "minimum": 1},
                              "burst": nullable({**I64, "minimum": 1,
                                                 "description": "default max(limit, 1)"}),
-                             "paused": BOOL}, ["limit", "window_ms"]),
+                             "paused": BOOL,
+                             "adaptive": nullable(ref("AdaptiveRequest"))},
+                            ["limit", "window_ms"]),
     "ConcurrencyLimit": obj({"name": STR, "queue": STR, "max_concurrent": INT,
                              "on_saturated": STR},
                             ["name", "queue", "max_concurrent", "on_saturated"]),
@@ -932,10 +959,21 @@ def _paths() -> dict[str, dict[str, Any]]:
         "get", "listRateClasses", "Rate classes with live token counts", "policy",
         ok={"200": _resp("Rate classes", arr(ref("RateClass")))}))
     add("/rate-classes/{name}", "put", _operation(
-        "put", "putRateClass", "Create or update a rate class (paused = kill switch)",
+        "put", "putRateClass", "Create or update a rate class (paused = kill switch; "
+        "adaptive = AIMD)",
         "policy", params=[_path_param("name", "rate class", POLICY_NAME)],
         body="RateClassRequest",
         ok=EMPTY_200))
+    add("/rate-classes/{name}/history", "get", _operation(
+        "get", "getRateClassHistory", "An adaptive class's limit changes, oldest first",
+        "policy", params=[_path_param("name", "rate class"),
+                          _query_param("since_ms", I64, "From this store time on "
+                                       "(default: the last hour)."),
+                          _query_param("limit", {**U32, "minimum": 1, "maximum": 10_000},
+                                       "At most this many, the newest (default 1000).")],
+        ok={"200": _resp("Changes", arr(ref("RateClassChange")))},
+        description="404 for an unknown class. Consecutive increases within a minute "
+                    "share one row."))
     add("/rate-classes/{name}", "delete", _operation(
         "delete", "deleteRateClass", "Delete a rate class", "policy",
         params=[_path_param("name", "rate class"),
@@ -1034,9 +1072,11 @@ LINKS: tuple[tuple[str, str, str, dict[str, dict[str, str]]], ...] = (
     ("/periodic/{schedule_id}/run", "post", "202", {
         op: {"job_id": "$response.body#/id"} for op in JOB_OPS if op not in RUN_OPS}),
     ("/rate-classes/{name}", "put", "200", {
-        op: {"name": "$request.path.name"} for op in ("putRateClass", "deleteRateClass")}),
+        op: {"name": "$request.path.name"}
+        for op in ("putRateClass", "deleteRateClass", "getRateClassHistory")}),
     ("/rate-classes", "get", "200", {
-        op: {"name": "$response.body#/0/name"} for op in ("putRateClass", "deleteRateClass")}),
+        op: {"name": "$response.body#/0/name"}
+        for op in ("putRateClass", "deleteRateClass", "getRateClassHistory")}),
     ("/concurrency-limits/{name}", "put", "200", {
         **{op: {"name": "$request.path.name"}
            for op in ("putConcurrencyLimit", "deleteConcurrencyLimit")},

@@ -35,7 +35,7 @@ _SIGNED = re.compile(r"[+-]?[0-9]+")
 @dataclass(frozen=True)
 class Field:
     name: str
-    type: str  # str | bool | i32 | i64 | u32 | u64 | str_list | str_map | object
+    type: str  # str | bool | i32 | i64 | u32 | u64 | number | str_list | str_map | object
     required: bool = False
     nullable: bool = False
     default: Any = None
@@ -173,6 +173,8 @@ def _coerce(value: Any, f: Field) -> Any:
         ok = isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
         if ok:
             value = dict(value)
+    elif kind == "number":
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
     elif kind == "object":
         return _struct(value, f.fields)
     else:  # pragma: no cover - a declaration bug, not input

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import flask
 
+from headgate.core.adaptive import HISTORY_SHOWN_MS, Adaptive
 from headgate.core.names import check_policy_name
 from headgate.core.policy import SATURATION_STRATEGIES
 
 from .blueprint import bp, empty_ok, json_response, no_content
 from .context import store
 from .errors import ApiError
-from .params import dflt, json_body, opt, query, req
+from .params import Field, dflt, json_body, opt, query, req
 
 
 @bp.get("/rate-classes")
@@ -26,21 +27,49 @@ def rate_classes() -> flask.Response:
             "jobs_waiting": r["jobs_waiting"],
             "paused": r["paused"],
             "refill_in_ms": r.get("refill_in_ms"),
+            "adaptive": r.get("adaptive"),
         }
         for r in store().rate_classes()
     ]
     return json_response(body)
 
 
+# An adaptive class's bounds and steps (core/adaptive.py); signed so that a negative
+# value is refused by the rule that names it (400), not as a malformed body.
+ADAPTIVE_FIELDS = (req("min", "i64"), req("max", "i64"), req("decrease_factor", "number"),
+                   req("increase_step", "i64"))
+
+
 @bp.put("/rate-classes/<segment:name>")
 def put_rate_class(name: str) -> flask.Response:
-    """`paused: true` is the kill switch: the class admits nothing, fleet-wide."""
+    """`paused: true` is the kill switch: the class admits nothing, fleet-wide.
+    `adaptive` makes the limit move between `min` and `max` with the downstream's
+    throttles (docs/api.md); PUT again with the same limit keeps what it learned."""
     b = json_body(req("limit", "i64"), req("window_ms", "i64"), opt("burst", "i64"),
-                  dflt("paused", "bool", False))
+                  dflt("paused", "bool", False),
+                  Field("adaptive", "object", nullable=True, fields=ADAPTIVE_FIELDS))
     check_policy_name("rate class", name)
     burst = max(b["limit"], 1) if b["burst"] is None else b["burst"]
-    store().upsert_rate_class(name, b["limit"], b["window_ms"], burst, b["paused"])
+    a = b["adaptive"]
+    adaptive = None if a is None else Adaptive.checked(
+        a["min"], a["max"], a["decrease_factor"], a["increase_step"])
+    store().upsert_rate_class(name, b["limit"], b["window_ms"], burst, b["paused"],
+                              adaptive=adaptive)
     return empty_ok()
+
+
+@bp.get("/rate-classes/<segment:name>/history")
+def rate_class_history(name: str) -> flask.Response:
+    """An adaptive class's limit changes, oldest first (`since_ms`: default the last
+    hour; `limit`: the newest 1..10000, default 1000)."""
+    p = query(opt("since_ms", "i64"), dflt("limit", "u32", 1000))
+    if not 1 <= p["limit"] <= 10_000:
+        raise ApiError(400, "limit must be 1..10000")
+    s = store()
+    if not any(r["name"] == name for r in s.rate_classes()):
+        raise ApiError(404, "no such rate class")
+    since = s.now_ms() - HISTORY_SHOWN_MS if p["since_ms"] is None else p["since_ms"]
+    return json_response(s.rate_class_history(name, since, p["limit"]))
 
 
 @bp.delete("/rate-classes/<segment:name>")

@@ -77,7 +77,7 @@ PROBE_S = 0.05
 # How long a claim waits for another claim of the same worker to end before a 409.
 CLAIM_QUEUE_S = 1.0
 # Outcomes a worker may report as a failure.
-FAIL_OUTCOMES = ("retry", "skip", "rate_limited", "undecodable")
+FAIL_OUTCOMES = ("retry", "skip", "rate_limited", "throttled", "undecodable")
 # Signals and the status they put the worker in (resign: duties only, none here).
 SIGNAL_STATUS = {"quiet": STATUS_QUIET, "resume": STATUS_RUNNING,
                  "restart": STATUS_RESTARTING, "terminate": STATUS_STOPPING}
@@ -420,7 +420,9 @@ class RemoteWorkers:
         it again after `delay_ms` (default: the backoff) while attempts are left; `skip`
         archives it; `rate_limited` hands it back without spending an attempt and, with
         `delay_ms`, empties its rate class for that long, fleet-wide (a job without a
-        class is snoozed instead, as a Python handler's RateLimited is)."""
+        class is snoozed instead, as a Python handler's RateLimited is); `throttled` is a
+        Python handler's Throttled: snoozed for `delay_ms` (default its class's window)
+        without spending an attempt, and an adaptive class's limit is cut."""
         if outcome not in FAIL_OUTCOMES:
             raise InvalidInput(f"outcome must be one of {'|'.join(FAIL_OUTCOMES)}")
         check_text("error", error, 1, 65_536)
@@ -431,7 +433,10 @@ class RemoteWorkers:
         if applied is Outcome.RATE_LIMITED and not claim.job.rate_class:
             applied = Outcome.SNOOZE
             delay_ms = DEFAULT_RATE_LIMITED_SNOOZE_MS if delay_ms is None else delay_ms
-        self.store.ack(claim, applied, error, delay_ms, logs=tuple(logs))
+        # A throttle, as a Python handler's, is not a failure to record.
+        throttled = applied is Outcome.THROTTLED
+        self.store.ack(claim, applied, None if throttled else error, delay_ms,
+                       logs=() if throttled else tuple(logs))
         return applied.value
 
     def snooze(self, worker_id: str, job_id: str, lease_id: str, fence: int, delay_ms: int,

@@ -226,7 +226,7 @@ def test_bad_input_is_4xx_with_the_error_body_and_changes_nothing(api: Api) -> N
         (f"/workers/{worker}/jobs/{job_id}/complete", lease(job, result="not base64!"), 400,
          {"error": "result must be base64"}),
         (f"/workers/{worker}/jobs/{job_id}/fail", lease(job, error="x", outcome="explode"),
-         400, {"error": "outcome must be one of retry|skip|rate_limited|undecodable"}),
+         400, {"error": "outcome must be one of retry|skip|rate_limited|throttled|undecodable"}),
         (f"/workers/{worker}/jobs/{job_id}/fail", lease(job), 422,
          {"error": "missing field `error`"}),
         (f"/workers/{worker}/heartbeat", {"running": [{"job_id": 1}]}, 422,
