@@ -141,7 +141,7 @@ def test_kill_9_of_the_node_worker_mid_job_is_reclaimed_and_run_by_python(
     try:
         with serve(store_url, tmp_path) as url:
             [job_id] = enqueue(store, 600_000, 1)  # Node sleeps on it for ten minutes
-            with node_worker(url, tmp_path, "--lease-ms", "1500") as (node, node_id):
+            with node_worker(url, tmp_path, "--lease-ms", "3000") as (node, node_id):
                 running = wait_for(lambda: _running_on(store, job_id, node_id),
                                    "the Node worker to run the job")
                 progress = store.get_progress(job_id)
@@ -150,7 +150,9 @@ def test_kill_9_of_the_node_worker_mid_job_is_reclaimed_and_run_by_python(
             with worker(store_url, tmp_path, "--queues", "polyglot", "--no-duties"):
                 done = wait_for(lambda: _completed(store, job_id), "the job to run elsewhere")
         assert progress is not None and progress.message == "sleeping"
-        assert done.crash_attempt == 1  # the lease ran out: a crash, counted
+        # The lease ran out: one more crash, counted (a busy machine may have let an
+        # earlier lease lapse too; the kill's is the one after what Node held).
+        assert done.crash_attempt == running.crash_attempt + 1
         assert done.fence == running.fence + 1
         assert done.worker_id != node_id
         result = store.get_result(job_id)
