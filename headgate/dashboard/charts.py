@@ -188,3 +188,65 @@ def depth_segments(by_state: dict[str, int], scale: int) -> list[dict[str, Any]]
         out.append({"state": s, "x": round(x, 2), "w": round(w, 2), "n": n})
         x += w
     return out
+
+
+@dataclass
+class LimitChart:
+    """An adaptive rate class's limit over the last hour: one line, a dot per cut."""
+
+    width: int
+    height: int
+    plot_top: int
+    plot_bottom: int
+    plot_left: int
+    plot_right: int
+    points: str = ""
+    cuts: list[dict[str, Any]] = field(default_factory=list)
+    y_ticks: list[dict[str, Any]] = field(default_factory=list)
+    x_ticks: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)  # the text fallback
+
+
+def limit_chart(changes: list[dict[str, Any]], since_ms: int, now_ms: int, limit_now: int,
+                ceiling: int, width: int = 480, height: int = 140) -> LimitChart:
+    """The limit as admission saw it over [since, now]: a cut or an operator's setting
+    is a step (the old limit held until then), a climb a slope (consecutive increases
+    share one history row); the line starts from the limit in force at `since` and
+    ends at `limit_now`. Drawn against 0..`ceiling` (the class's max), so a class near
+    its max reads as near the top."""
+    left, right, top, bottom = 44, width - 8, 10, height - 24
+    chart = LimitChart(width, height, top, bottom, left, right)
+    span = max(1, now_ms - since_ms)
+    ymax = _nice_max(max([ceiling, limit_now, *(c["limit_per_window"] for c in changes)]))
+
+    def x(at: int) -> float:
+        return round(left + (right - left) * (min(max(at, since_ms), now_ms) - since_ms)
+                     / span, 1)
+
+    def y(v: int) -> float:
+        return round(bottom - (bottom - top) * v / ymax, 1)
+
+    before = [c for c in changes if c["at_ms"] < since_ms]
+    shown = [c for c in changes if c["at_ms"] >= since_ms]
+    level = before[-1]["limit_per_window"] if before else (
+        shown[0]["limit_per_window"] if shown else limit_now)
+    pts = [(x(since_ms), y(level))]
+    for c in shown:
+        if c["change"] != "increase":
+            pts.append((x(c["at_ms"]), y(level)))
+        level = c["limit_per_window"]
+        pts.append((x(c["at_ms"]), y(level)))
+        if c["change"] == "decrease":
+            chart.cuts.append({"x": x(c["at_ms"]), "y": y(level)})
+        chart.rows.append({"at": clock(c["at_ms"])[11:19], "change": c["change"],
+                           "limit": level, "throttles": c["throttles"]})
+    pts.append((x(now_ms), y(level)))
+    pts.append((x(now_ms), y(limit_now)))
+    chart.points = " ".join(f"{px},{py}" for px, py in pts)
+    for k in range(3):
+        v = ymax * k // 2
+        chart.y_ticks.append({"y": y(v), "label": compact(v)})
+    for k, at in enumerate((since_ms, since_ms + span // 2, now_ms)):
+        chart.x_ticks.append({"x": x(at), "label": clock(at)[11:16],
+                              "anchor": ("start", "middle", "end")[k]})
+    return chart

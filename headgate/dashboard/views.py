@@ -18,6 +18,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse  # what flask.redirect returns
 
 from headgate.core import HeadgateError, Job, JobFilter, JobPage, State, drain, names
+from headgate.core.adaptive import HISTORY_SHOWN_MS
 from headgate.core.latency import summaries, window_start
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.forecasting import Forecaster
@@ -474,8 +475,15 @@ def rate_classes() -> str:
     classes = s.rate_classes()
     edit = next((c for c in classes if c["name"] == flask.request.args.get("edit")), None)
     changes = audit_view.rows(s.list_audit(target_prefix="rate_class:", limit=10))
+    # Adaptive classes: the limit's last hour, from the store's history of it.
+    now = s.now_ms()
+    since = now - HISTORY_SHOWN_MS
+    limit_charts = {
+        rc["name"]: charts.limit_chart(s.rate_class_history(rc["name"], 0, 500), since, now,
+                                       rc["limit_per_window"], rc["adaptive"]["max"])
+        for rc in classes if rc.get("adaptive")}
     return render("rate_classes.html", page="rate_classes", title="Rate classes",
-                  classes=classes, edit=edit, changes=changes)
+                  classes=classes, edit=edit, changes=changes, limit_charts=limit_charts)
 
 
 @bp.get("/concurrency")
