@@ -28,11 +28,12 @@ SEED = 43
 # which a bounded stateful run must answer 2xx on; every other link target it must at
 # least reach. The hour-long run (bench/fuzz_api.py) reaches the rest with a 2xx too:
 # a job's result, output and progress need a job the worker ran, promote and
-# reschedule a generated job that is pending or scheduled, and only one quarantined
+# reschedule a generated job that is pending or scheduled, retry one cancelled first
+# (a chain of three), and only one quarantined
 # fingerprint is seeded.
 STATEFUL_2XX = {
     "GET /jobs/{job_id}", "DELETE /jobs/{job_id}", "POST /jobs/{job_id}/cancel",
-    "POST /jobs/{job_id}/retry", "PUT /jobs/{job_id}/payload",
+    "PUT /jobs/{job_id}/payload",
     "GET /jobs/{job_id}/admission", "GET /operations/{op_id}",
     "DELETE /periodic/{schedule_id}", "POST /periodic/{schedule_id}/run",
     "GET /periodic/{schedule_id}/enqueue-events",
