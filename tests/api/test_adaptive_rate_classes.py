@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from headgate.core import State
+from headgate.forecasting import Forecaster
 
 if TYPE_CHECKING:
     from api_helpers import Api
@@ -103,6 +104,8 @@ def test_http_worker_throttle_cuts_and_explain_says_so(api: Api) -> None:
     assert explained["detail"]["adaptive"]["summary"] == (
         f"rate class smtp adapted down to 12/s after 1 throttle at {clock} UTC")
     assert explained["detail"]["adaptive"]["limit_per_window"] == 12
+    # The start forecast reads the adapted limit, not the one set.
+    assert Forecaster(api.store).rate_inputs()["smtp"].limit == 12
     changes = api.get("/rate-classes/smtp/history").json()
     assert [(c["change"], c["limit_per_window"], c["throttles"]) for c in changes] == [
         ("set", 15, 0), ("decrease", 12, 1)]
