@@ -16,11 +16,11 @@ from headgate import Outcome
 from headgate.core.adaptive import Adaptive
 from headgate.dashboard import charts
 
-SPEC = Adaptive(2, 40, 0.8, 1)
+BOUNDS = Adaptive(2, 40, 0.8, 1)
 
 
 def throttled_once(store: Any) -> int:
-    store.upsert_rate_class("smtp", 15, 1000, burst=30, adaptive=SPEC)
+    store.upsert_rate_class("smtp", 15, 1000, burst=30, adaptive=BOUNDS)
     headgate.Client(store).enqueue("send", b"x", queue="mail", rate_class="smtp")
     [claim] = store.admit("w", ["mail"], 1)
     store.ack(claim, Outcome.THROTTLED, delay_ms=60_000)

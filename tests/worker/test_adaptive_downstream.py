@@ -31,7 +31,7 @@ SERVER_BURST = 10
 WINDOW_MS = 1000
 # The class starts at twice the server's limit, its burst an eighth of its limit.
 START, START_BURST = 2 * LIMIT, LIMIT // 4
-SPEC = Adaptive(min=2, max=5 * LIMIT, decrease_factor=0.8, increase_step=1)
+BOUNDS = Adaptive(min=2, max=5 * LIMIT, decrease_factor=0.8, increase_step=1)
 CALLS = 600  # the run ends after this many calls (about 30 s at the limit)
 JOBS = 1_000  # more than the run can take: the class, not the backlog, sets the pace
 SETTLE_MS = 2 * WINDOW_MS  # after convergence: the throttles of calls already admitted
@@ -133,7 +133,7 @@ def test_two_workers_learn_the_downstream_limit(store_url: str, tmp_path: Path,
     store = headgate.open_store(store_url)
     try:
         store.upsert_rate_class("downstream", START, WINDOW_MS, burst=START_BURST,
-                                adaptive=SPEC)
+                                adaptive=BOUNDS)
         headgate.Client(store).enqueue_many([
             headgate.Envelope(kind="adaptive_app.call_downstream", queue="default",
                               rate_class="downstream",
