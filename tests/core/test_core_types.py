@@ -292,5 +292,6 @@ def test_states() -> None:
 
 def test_outcomes() -> None:
     assert {o.value for o in Outcome} == {
-        "success", "retry", "skip", "revoke", "snooze", "rate_limited", "undecodable"}
+        "success", "retry", "skip", "revoke", "snooze", "rate_limited", "throttled",
+        "undecodable"}
     assert Outcome("retry") is Outcome.RETRY
