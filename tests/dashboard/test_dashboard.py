@@ -10,6 +10,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -27,6 +28,18 @@ from headgate.web import create_app
 
 XSS = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+
+@pytest.fixture
+def db(tmp_path: Any) -> str:
+    return str(tmp_path / "console.db")
+
+
+@pytest.fixture
+def store(db: str) -> Iterator[Any]:
+    s = headgate.open_store(f"sqlite:///{db}")
+    yield s
+    s.close()
 
 
 @pytest.fixture
