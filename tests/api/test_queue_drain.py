@@ -120,6 +120,10 @@ def test_the_console_row_and_the_api_agree(api: Api) -> None:
     c = headgate.Client(api.store)
     c.enqueue_many([Envelope(kind="k", payload=b"", queue="reports") for _ in range(300)])
     record_history(api, "reports", 12, arrived=2, completed=8, last=(4, 4))
+    # A live worker serves the queue: jobs waiting with none running and no worker is a
+    # stall the row names instead of a time to drain.
+    api.store.heartbeat({"worker_id": "reports-1", "host": "h", "pid": 1,
+                         "queues": ["reports"], "concurrency": 1})
 
     before = api_queue(api, "reports")
     r = api.get(api.base + "/")
