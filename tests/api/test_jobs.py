@@ -506,7 +506,10 @@ def test_admission_explain(api: Api) -> None:
     assert body == {"admissible": True, "blocked_by": None,
                     "detail": {"state": "available", "queue": "gate", "partition_key": "",
                                "position_in_partition": 0},
-                    "estimated_admission_ms": 0}
+                    "estimated_admission_ms": 0,
+                    # Admissible, but no worker serves the queue: no start to predict.
+                    "expected_start": {"ms": None, "p10_ms": None, "p90_ms": None,
+                                       "bound": None, "reason": "no_live_worker"}}
     assert api.post("/queues/gate/pause").status_code == 204
     body = api.get(f"/jobs/{job_id}/admission").json()
     assert (body["admissible"], body["blocked_by"]) == (False, "queue_paused")
