@@ -143,11 +143,11 @@ class Gauges:
                 "SELECT n_dead_tup, n_live_tup FROM pg_stat_user_tables "
                 "WHERE relname = 'jobs'").fetchone()
             h = self.store.transaction_horizon()
-            age = h["oldest_transaction_ms"]
+            age = h.oldest_transaction_ms
             return {"dead_tuples": row[0] if row else None,
                     "live_tuples": row[1] if row else None,
                     "oldest_transaction_s": None if age is None else age / 1000,
-                    "xmin_age": h["xmin_age"]}
+                    "xmin_age": h.xmin_age}
         try:
             return {"wal_bytes": os.path.getsize(f"{self.path}-wal")}
         except OSError:

@@ -257,9 +257,7 @@ def migrate(store_url: str | None) -> None:
     try:
         version = store.schema_version()
     finally:
-        close = getattr(store, "close", None)
-        if callable(close):
-            close()
+        store.close()
     click.echo(f"{redact_url(url)}: schema version {version}")
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from headgate.core import CircuitOpen, EnqueueForbidden, Envelope, StoreUnavailable
-from headgate.store.port import Store
+from headgate.store.port import Producer
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +113,7 @@ class CircuitBreaker:
 class Client:
     def __init__(
         self,
-        store: Store,
+        store: Producer,
         *,
         authorizer: Authorizer = allow_all,
         middleware: Iterable[Middleware] = (),
@@ -156,7 +156,7 @@ class Client:
             # Envelopes are frozen: only ones a middleware built anew need checking again.
             batch = [e if id(e) in checked else e.validated() for e in batch]
             if conn is not None:
-                return self.store.enqueue_many_in(conn, batch)  # type: ignore[attr-defined]
+                return self.store.enqueue_many_in(conn, batch)
             return self.store.enqueue_many(batch)
 
         call: Next = insert

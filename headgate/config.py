@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple, TypedDict
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
+from headgate.store.port import StoreBasics
+
 DEFAULT_SQLITE_PATH = "headgate.db"
 DEFAULT_API_ADDR = "127.0.0.1:8080"
 DEFAULT_LEASE_MS = 30_000
@@ -114,15 +116,10 @@ def display_store_url(url: str) -> str:
     return redact_url(url)
 
 
-def url_of_store(store: object) -> str | None:
+def url_of_store(store: StoreBasics) -> str | None:
     """The URL of an open store (a SQLite file's path, a PostgreSQL store's URL), or
-    None for a store of another kind."""
-    backend = getattr(store, "backend", None)
-    if backend == "sqlite" and isinstance(path := getattr(store, "path", None), str):
-        return f"sqlite:///{path}"
-    if backend == "postgres" and isinstance(url := getattr(store, "url", None), str):
-        return url
-    return None
+    None for a store that cannot say."""
+    return store.store_url()
 
 
 def same_store(a: str, b: str) -> bool:

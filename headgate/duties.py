@@ -46,7 +46,7 @@ from headgate.config import (
 )
 from headgate.core import StoreUnavailable
 from headgate.scheduling import fire_due_schedules
-from headgate.store.port import Store
+from headgate.store.port import Maintenance, Store
 from headgate.streak import FailureStreak
 
 if TYPE_CHECKING:
@@ -425,7 +425,7 @@ class DutyRunner:
             self._release(duty)
 
 
-def advance_operations(store: Store, batch: int) -> int:
+def advance_operations(store: Maintenance, batch: int) -> int:
     """The operations duty's step: move the queued and running bulk operations on by
     at most `batch` jobs; how many were affected (0: nothing to do)."""
     return store.run_operations_batch(batch)
@@ -436,7 +436,7 @@ class OperationsRunner:
     until a step finds nothing to do, then waits until woken (an operation created
     here) or OPERATIONS_IDLE_POLL_S pass."""
 
-    def __init__(self, store: Store, batch: int = OPERATIONS_BATCH) -> None:
+    def __init__(self, store: Maintenance, batch: int = OPERATIONS_BATCH) -> None:
         self.store = store
         self.batch = batch
         self._wake = threading.Event()

@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.store.activity import ActivityHub
-from headgate.store.port import Store
+from headgate.store.port import Inspection
 
 COALESCE_S = 0.2
 RING_SIZE = 256
@@ -61,25 +61,43 @@ class ForeignChanges:
     refetches what the named queues show; an event naming nothing after every worker
     heartbeat would only make it refetch everything, several times a second, for
     nothing. The in-process signal still reports this process's such commits.
+
+    Without `token`, whether the store has one is asked when a stream first needs to
+    know (`active`), not when the app starts: until then the store is not touched.
     """
 
-    def __init__(self, store: Store, token: Callable[[], object]) -> None:
+    def __init__(self, store: Inspection, token: Callable[[], object] | None = None) -> None:
         self.store = store
         self.token = token
+        self._asked = token is not None
         self._token: object = None
         self._marks: dict[str, QueueMark] | None = None
 
     @classmethod
-    def of(cls, store: Store) -> ForeignChanges | None:
+    def of(cls, store: Inspection) -> ForeignChanges | None:
         """None for a backend whose activity signal already hears everyone."""
-        token = getattr(store, "change_token", None)
-        return cls(store, token) if callable(token) else None
+        return cls(store, store.change_token) if store.capabilities().change_token else None
+
+    @property
+    def active(self) -> bool:
+        """Whether the store has a change token to watch (asked once)."""
+        if not self._asked:
+            caps = self.store.capabilities()
+            self.token = self.store.change_token if caps.change_token else None
+            self._asked = True
+        return self.token is not None
+
+    @property
+    def may_be_active(self) -> bool:
+        """`active`, without asking the store: True while not yet known."""
+        return not self._asked or self.token is not None
 
     def changed(self) -> set[str]:
         """Queues changed since the previous call (nothing on the first: the baseline).
 
         The token is read before the queues, so a commit between the two is either in
         this comparison or leaves the token moved for the next one — never lost."""
+        assert self.token is not None, "changed() of a store without a change token"
         token = self.token()
         if self._marks is not None and token == self._token:
             return set()
@@ -156,7 +174,7 @@ class EventBroadcaster:
         compared against a state from before it."""
         with self._lock:
             self._streams += 1
-            if self._foreign is None:
+            if self._foreign is None or not self._foreign.active:
                 return
             if self._streams == 1:
                 self._next_poll = 0.0
@@ -174,7 +192,8 @@ class EventBroadcaster:
             self._streams -= 1
 
     def _polling(self) -> bool:
-        return self._foreign is not None and self._streams > 0
+        # A stream attached first, so `active` is known by then: no store call here.
+        return self._foreign is not None and self._streams > 0 and self._foreign.active
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -216,7 +235,7 @@ class EventBroadcaster:
             # next look compares against a state that already holds these queues' news.
             foreign = self._foreign_queues()
             self._next_poll = time.monotonic() + self.poll_s
-        elif self._foreign is not None:
+        elif self._foreign is not None and self._foreign.may_be_active:
             self._announced_unseen |= queues
         with self._lock:
             # Heard from this process meanwhile: named by the next event anyway.

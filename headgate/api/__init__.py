@@ -91,7 +91,7 @@ def on_store_ready(app: flask.Flask, store: Store) -> None:
     if state.broadcaster is None:
         # SQLite's signal hears only this process: the broadcaster also watches the
         # store for commits of workers and producers elsewhere.
-        state.broadcaster = EventBroadcaster(store.activity, foreign=ForeignChanges.of(store))
+        state.broadcaster = EventBroadcaster(store.activity, foreign=ForeignChanges(store))
     if state.runner is None and app.extensions.get("headgate.api.background", True):
         state.runner = OperationsRunner(store)
         state.runner.start()

@@ -48,6 +48,7 @@ from headgate.core import HeadgateError
 from headgate.core.latency import INF as LATENCY_INF
 from headgate.core.latency import LATENCY_BOUNDS_MS
 from headgate.core.latency import METRICS as LATENCY_METRICS
+from headgate.core.records import TransactionHorizon
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.store.port import Store
 
@@ -207,27 +208,26 @@ class StoreCollector(Collector):
         yield from horizon_families(store.transaction_horizon())
 
 
-def horizon_families(h: dict[str, Any]) -> Iterator[Metric]:
+def horizon_families(h: TransactionHorizon) -> Iterator[Metric]:
     """The transaction-horizon gauges; an engine that cannot know a figure omits it."""
-    seen = ("this process's store connections" if h.get("transactions_seen") == "process"
+    seen = ("this process's store connections" if h.transactions_seen == "process"
             else "client sessions on this database, idle ones excluded")
     oldest = GaugeMetricFamily(
         "headgate_store_oldest_transaction_seconds",
         f"Age of the oldest open transaction of {seen}; 0 when none is open.")
-    age_ms = h.get("oldest_transaction_ms")
-    oldest.add_metric([], (age_ms or 0) / 1000)
+    oldest.add_metric([], (h.oldest_transaction_ms or 0) / 1000)
     yield oldest
-    if h.get("wal_bytes") is not None:
+    if h.wal_bytes is not None:
         wal = GaugeMetricFamily(
             "headgate_store_wal_bytes", "Size of the SQLite WAL file on disk; past "
-            f"{h.get('wal_limit_bytes')} bytes it is truncated once no reader holds it.")
-        wal.add_metric([], h["wal_bytes"])
+            f"{h.wal_limit_bytes} bytes it is truncated once no reader holds it.")
+        wal.add_metric([], h.wal_bytes)
         yield wal
-    if h.get("engine") == "postgres":
+    if h.engine == "postgres":
         xmin = GaugeMetricFamily(
             "headgate_store_xmin_age_transactions", "Transactions since the oldest "
             "snapshot a session on this database holds (age(backend_xmin)); 0 when none.")
-        xmin.add_metric([], h.get("xmin_age") or 0)
+        xmin.add_metric([], h.xmin_age or 0)
         yield xmin
 
 

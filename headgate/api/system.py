@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import time
@@ -10,6 +11,7 @@ from typing import Any
 import flask
 
 from headgate.core import UNFINISHED
+from headgate.store.port import StoreBasics
 
 from .blueprint import bp, json_response
 from .context import api_state, caller, store
@@ -47,7 +49,7 @@ def meta() -> flask.Response:
     return json_response({
         "version": state.version,
         "backend": store().backend,
-        "capabilities": list(store().capabilities()),
+        "capabilities": list(store().capabilities().names),
         "limits": {
             "max_page_size": MAX_PAGE_SIZE,
             "approximate_count_threshold": APPROXIMATE_COUNT_THRESHOLD,
@@ -56,11 +58,12 @@ def meta() -> flask.Response:
     })
 
 
-def storage_info(s: Any) -> dict[str, Any]:
+def storage_info(s: StoreBasics) -> dict[str, Any]:
     """Storage usage where it is cheap to know: the SQLite file (+ WAL) sizes."""
     if s.backend != "sqlite":
         return {"engine": s.backend, "path": None, "size_bytes": None}
-    path = getattr(s, "path", None)
+    url = s.store_url()
+    path = url.removeprefix("sqlite:///") if url else None
     size = None
     if path and path != ":memory:":
         size = 0
@@ -79,9 +82,11 @@ def system_storage() -> flask.Response:
     latency buckets (kept, older than the horizon, the oldest)."""
     s = store()
     horizon = api_state().settings.history_retention_ms
+    buckets = {table: dataclasses.asdict(b)
+               for table, b in s.history_bucket_counts(horizon).items()}
     return json_response({
-        **storage_info(s), "uniques": s.unique_key_counts(),
-        "buckets": {"retention_ms": horizon, **s.history_bucket_counts(horizon)},
+        **storage_info(s), "uniques": dataclasses.asdict(s.unique_key_counts()),
+        "buckets": {"retention_ms": horizon, **buckets},
     })
 
 
@@ -117,4 +122,4 @@ def system_prune() -> flask.Response:
     """Delete terminal (never quarantined) jobs finalized more than `older_than_ms`
     ago; `dry_run: true` only counts them by state."""
     b = json_body(req("older_than_ms", "i64"), dflt("dry_run", "bool", False))
-    return json_response(store().prune(b["older_than_ms"], b["dry_run"]))
+    return json_response(dataclasses.asdict(store().prune(b["older_than_ms"], b["dry_run"])))

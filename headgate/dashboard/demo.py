@@ -74,7 +74,7 @@ def _quarantine(store: Any, client: Any) -> tuple[str, str]:
     queue = "documents"
     job_id = client.enqueue(CRASHER_KIND, CRASHER_PAYLOAD, queue=queue, partition_key="initech",
                             tags=["ocr"])
-    for _ in range(getattr(store, "crash_limit", 3)):
+    for _ in range(store.crash_limit):
         claim = None
         for _ in range(50):
             claim = _admit_one(store, queue, "crashy-worker", lease_ms=20)
@@ -194,7 +194,7 @@ def seed(store: Any, *, rng: random.Random | None = None, running_lease_ms: int 
     store.set_queue_weight("webhooks", 2)
     store.set_enqueue_limit("billing", 500)
 
-    if schedules and callable(getattr(store, "upsert_schedule", None)):
+    if schedules:
         specs: tuple[dict[str, Any], ...] = (
             {"id": "nightly-report", "kind": "render_report", "spec": "0 3 * * *",
              "queue": "reports", "payload": _json({"report": "nightly"})},

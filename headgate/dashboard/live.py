@@ -117,8 +117,8 @@ class LiveHub:
         self._thread: threading.Thread | None = None
         self._unsubscribe: Callable[[], None] | None = None
         # Commits of other processes (SQLite; PostgreSQL's arrive as activity by LISTEN).
-        token = getattr(store, "change_token", None)
-        self._probe: Callable[[], object] | None = token if callable(token) else None
+        self._probe: Callable[[], object] | None = (
+            store.change_token if store.capabilities().change_token else None)
         self._last_version: object = None
         self.frames = 0  # for tests and diagnostics
 
@@ -247,8 +247,7 @@ def load_topics(store: Any, topics: set[str]) -> dict[str, Any]:
         elif kind == "quarantine":
             out[topic] = store.quarantine_list()
         elif kind == "periodic":
-            lister = getattr(store, "list_schedules", None)
-            out[topic] = lister() if callable(lister) else []
+            out[topic] = store.list_schedules()
         elif kind == "partitions":
             out[topic] = store.partitions(key) if key else []
         elif kind in ("job", "sheet"):

@@ -9,6 +9,7 @@ every fragment also has a real, shareable URL that renders the full page.
 from __future__ import annotations
 
 import base64
+import dataclasses
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
@@ -629,16 +630,16 @@ def store_health(s: Any) -> dict[str, Any]:
     """The store's transaction horizon (the figures /metrics exports), worded: what a
     long-held snapshot is costing, on either engine."""
     h = s.transaction_horizon()
-    age = h.get("oldest_transaction_ms")
+    age = h.oldest_transaction_ms
     return {
-        **h,
+        **dataclasses.asdict(h),
         "oldest": present.duration(age, empty="none open"),
         "long": age is not None and age > LONG_TRANSACTION_MS,
-        "scope": ("this server's own connections" if h.get("transactions_seen") == "process"
+        "scope": ("this server's own connections" if h.transactions_seen == "process"
                   else "any session on this database"),
-        "wal": None if h.get("wal_bytes") is None else present.byte_size(h["wal_bytes"]),
-        "wal_over": (h.get("wal_bytes") or 0) > (h.get("wal_limit_bytes") or 0),
-        "wal_limit": present.byte_size(h.get("wal_limit_bytes")),
+        "wal": None if h.wal_bytes is None else present.byte_size(h.wal_bytes),
+        "wal_over": (h.wal_bytes or 0) > (h.wal_limit_bytes or 0),
+        "wal_limit": present.byte_size(h.wal_limit_bytes),
     }
 
 

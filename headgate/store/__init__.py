@@ -1,13 +1,14 @@
-"""The store port and the factory that picks an adapter from a URL."""
+"""The store port and the factory that opens a store from a URL (through the adapter
+table of registry.py, so this module names no driver)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from headgate.core import MissingExtra, StoreUnavailable
+from headgate.core import StoreUnavailable
 
 from .activity import ActivityHub
-from .port import Store
+from .capabilities import Capabilities
+from .port import Admission, Control, Inspection, Maintenance, Producer, Store, StoreBasics
+from .registry import UnknownStoreScheme, known_schemes, opener_for, register_adapter
 
 MIGRATE_HINT = "run `headgate migrate`"
 
@@ -19,60 +20,24 @@ class SchemaMismatch(StoreUnavailable):
 
 
 def open_store(url: str, *, migrate: bool = True, **options: object) -> Store:
-    """`sqlite:///path.db` (or a bare path) or `postgresql://…`.
+    """`sqlite:///path.db` (or a bare path), `postgresql://…`, or a scheme another
+    package registered (`register_adapter`); UnknownStoreScheme for any other.
 
     With ``migrate`` the pending migrations are applied; without it a schema that is
     behind the code is refused (SchemaMismatch naming `headgate migrate`). A schema
     newer than the code is refused either way. Either check also opens the database,
     so an unusable one fails here (StoreUnavailable), not at the first call."""
-    if url.startswith(("postgresql://", "postgres://")):
-        _require_postgres_extra()
-        from headgate.adapters.postgres import PostgresStore
-        from headgate.adapters.postgres.connection import known_versions
-
-        _probe_postgres(url)
-        store: Any = PostgresStore(url, migrate=False, **options)  # type: ignore[arg-type]
-    else:
-        from headgate.adapters.sqlite import SqliteStore
-        from headgate.adapters.sqlite.connection import known_versions
-
-        path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url
-        if url.startswith("sqlite://") and not url.startswith("sqlite:///"):
-            raise ValueError("sqlite URLs look like sqlite:///path/to/file.db")
-        store = SqliteStore(path, migrate=False, **options)  # type: ignore[arg-type]
+    store, schema, known = opener_for(url)(url, **options)
     try:
-        _check_schema(store.db.applied_versions(), known_versions(), migrate)
+        _check_schema(schema.applied_versions(), set(known), migrate)
         if not migrate:
-            _check_functions(store.db.stale_functions())
+            _check_functions(schema.stale_functions())
         if migrate:
-            store.db.migrate()
+            schema.migrate()
     except BaseException:
         store.close()
         raise
     return store
-
-
-def _require_postgres_extra() -> None:
-    """psycopg and its pool come with the ``headgate-queue[postgres]`` extra; without them
-    (or with a psycopg that finds no libpq) a PostgreSQL URL is one MissingExtra naming it."""
-    try:
-        import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
-    except ImportError as exc:
-        raise MissingExtra("postgres", "PostgreSQL", str(exc)) from exc
-
-
-def _probe_postgres(url: str) -> None:
-    """One direct connection first: through the pool, an unreachable server costs the
-    pool's whole timeout (10 s) and a warning per reconnection attempt."""
-    import psycopg
-
-    from headgate.adapters.postgres.outage import CONNECT_TIMEOUT_S, unavailable
-
-    try:
-        psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S).close()
-    except psycopg.Error as exc:
-        raise unavailable(exc) from exc
 
 
 def _check_schema(applied: set[int], known: set[int], migrate: bool) -> None:
@@ -101,4 +66,6 @@ def _check_functions(stale: list[str]) -> None:
             f"({', '.join(stale)}) and migrations are off; {MIGRATE_HINT} first")
 
 
-__all__ = ["ActivityHub", "SchemaMismatch", "Store", "open_store"]
+__all__ = ["ActivityHub", "Admission", "Capabilities", "Control", "Inspection", "Maintenance",
+           "Producer", "SchemaMismatch", "Store", "StoreBasics", "UnknownStoreScheme",
+           "known_schemes", "open_store", "register_adapter"]

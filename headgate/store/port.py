@@ -1,9 +1,13 @@
-"""The store port: the one coarse interface every adapter implements.
+"""The store port: the one coarse interface every adapter implements, in roles.
 
 Coarse on purpose: each method is one transaction in the adapter, so policy decisions
 (admission, uniqueness, backpressure, fencing) happen where the data is locked, never
-in the caller. Inspection records are plain dicts whose keys are the wire names of the
-control API, so the web layer serializes them without a second model.
+in the caller. The methods are grouped by who calls them (`Producer`, `Admission`,
+`Maintenance`, `Inspection`, `Control`, each with the `StoreBasics`); `Store` is all of
+them, the one class an adapter implements, and a caller types its store as the
+narrowest role it uses. What an adapter offers beyond the port it says in
+`capabilities()` (store/capabilities.py), never by a method a caller must probe for.
+Many inspection records are still plain dicts keyed by the control API's wire names.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from headgate.core import (
     AckRequest,
@@ -29,10 +33,15 @@ from headgate.core import (
 )
 from headgate.core.adaptive import Adaptive
 from headgate.core.job import Blob, Progress
+from headgate.core.records import (
+    BucketCounts,
+    PruneReport,
+    TransactionHorizon,
+    UniqueKeyCounts,
+)
 
 from .activity import ActivityHub
-
-CAPS_SQLITE = ("inspect",)
+from .capabilities import Capabilities
 
 # One enqueue event of a schedule: (tick_ms, job_id, outcome, reason).
 ScheduleEvent = tuple[int, str | None, str, str]
@@ -109,16 +118,30 @@ class IdempotentWrite:
             self._store(0, {}, b"")
 
 
-class Store(ABC):
+class StoreBasics(Protocol):
+    """What every role has: which engine, its clock, what it offers beyond the port
+    (`capabilities`), its activity signal and its lifecycle."""
+
     backend: str
     activity: ActivityHub
+    # Lease expiries after which a job is quarantined as a crash loop.
+    crash_limit: int
 
-    # -- lifecycle -------------------------------------------------------------------
     @abstractmethod
     def schema_version(self) -> int: ...
 
     @abstractmethod
-    def capabilities(self) -> tuple[str, ...]: ...
+    def capabilities(self) -> Capabilities: ...
+
+    def change_token(self) -> object:
+        """A value that moves whenever any process may have committed, read without a
+        lock, where `capabilities().change_token`; this default has none (None)."""
+        return None
+
+    def store_url(self) -> str | None:
+        """The URL that opens this store's database again (None: an adapter that
+        cannot say), to tell whether two stores are one database."""
+        return None
 
     @abstractmethod
     def now_ms(self) -> int:
@@ -131,17 +154,15 @@ class Store(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
-    def transaction_horizon(self) -> dict[str, Any]:
-        """What holds the store's cleanup back, for monitoring: `{"engine",
-        "wal_bytes" (SQLite's WAL file), "oldest_transaction_ms" (None: none open),
-        "transactions_seen" ("process": this process's connections only; "database":
-        every session), "xmin_age" (PostgreSQL: transactions since the oldest snapshot
-        still held)}`; None where the engine cannot know. A long-held snapshot keeps
-        every row version (PostgreSQL) or WAL frame (SQLite) written after it."""
-        return {"engine": getattr(self, "backend", None), "wal_bytes": None,
-                "oldest_transaction_ms": None, "transactions_seen": None, "xmin_age": None}
+    def transaction_horizon(self) -> TransactionHorizon:
+        """What holds the store's cleanup back, for monitoring (core/records.py); this
+        default knows nothing but the engine."""
+        return TransactionHorizon(self.backend)
 
-    # -- producing -------------------------------------------------------------------
+
+class Producer(StoreBasics, Protocol):
+    """Putting jobs in: what `Client` needs."""
+
     @abstractmethod
     def enqueue_many(self, envelopes: Sequence[Envelope]) -> list[str]:
         """All-or-nothing insert of validated envelopes; returns ids in order.
@@ -158,7 +179,18 @@ class Store(ABC):
             raise InvalidInput(f"conn= is not supported on the {self.backend} store")
         return await asyncio.to_thread(self.enqueue_many, envelopes)
 
-    # -- admission and leases --------------------------------------------------------
+    def enqueue_many_in(self, conn: Any, envelopes: Sequence[Envelope]) -> list[str]:
+        """enqueue_many inside `conn`'s open transaction, committed with it or not at
+        all: the caller's driver connection where `capabilities().transactional`, the
+        store's own write transaction (idempotent_write's `conn`) where
+        `capabilities().enqueue_many_in`. This default takes neither."""
+        raise InvalidInput(f"conn= is not supported on the {self.backend} store")
+
+
+class Admission(StoreBasics, Protocol):
+    """Taking jobs out and finishing them: what a worker needs (claims, acks,
+    leases, heartbeats)."""
+
     @abstractmethod
     def admit(
         self,
@@ -168,9 +200,6 @@ class Store(ABC):
         lease_ms: int = 30_000,
         quantum: int | None = None,
     ) -> list[Claim]: ...
-
-    @abstractmethod
-    def explain_admission(self, job_id: str) -> Explanation | None: ...
 
     @abstractmethod
     def ack(
@@ -215,7 +244,17 @@ class Store(ABC):
     @abstractmethod
     def write_output(self, claim: Claim, data: bytes, schema_version: int = 1) -> None: ...
 
-    # -- duties ----------------------------------------------------------------------
+    @abstractmethod
+    def heartbeat(self, worker: dict[str, Any], running: Sequence[Claim] = ()) -> dict[str, Any]:
+        """Upsert the registry row; reply `{signal, cancelled}`: a pending operator signal
+        (delivered once) and which of the `running` claims are no longer theirs to run
+        (an operator cancelled the job, or it moved on to another attempt)."""
+
+
+class Maintenance(StoreBasics, Protocol):
+    """The duties' steps: reclaiming, promoting, retention, schedules, bulk
+    operations, each one bounded transaction."""
+
     @abstractmethod
     def reclaim_expired(self, limit: int = 1000) -> int: ...
 
@@ -237,19 +276,9 @@ class Store(ABC):
         many keys were examined (fewer than `limit`: the sweep finished a pass)."""
 
     @abstractmethod
-    def unique_key_counts(self) -> dict[str, Any]:
-        """`{"rows": all unique keys, "expired": window keys past their window,
-        "orphans": {"pruned", "passes", "pass_at_ms"}}` (the orphan sweep's totals)."""
-
-    @abstractmethod
     def prune_history(self, older_than_ms: int, limit: int = 1000) -> int:
         """Delete at most `limit` history and latency buckets that began more than
         `older_than_ms` ago (the oldest first). Returns how many went."""
-
-    @abstractmethod
-    def history_bucket_counts(self, older_than_ms: int) -> dict[str, dict[str, Any]]:
-        """`{"history"|"latency": {"rows", "expired", "oldest_bucket_ms"}}`, `expired`
-        counting the buckets older than `older_than_ms`."""
 
     @abstractmethod
     def claim_duty(self, name: str, holder: str, ttl_ms: int) -> bool: ...
@@ -262,34 +291,6 @@ class Store(ABC):
 
     @abstractmethod
     def release_duty(self, name: str, holder: str) -> None: ...
-
-    @abstractmethod
-    def duty_holders(self) -> list[dict[str, Any]]: ...
-
-    # -- periodic schedules and maintenance duties ------------------------------------
-    # Schedule dicts use the control API's wire names (id, kind, queue, spec, next_run_ms,
-    # last_enqueued_ms, on_missed, backfill_limit, paused, partition_key, rate_class,
-    # priority, max_attempts, retention_ms) plus payload as bytes.
-    @abstractmethod
-    def upsert_schedule(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate and store; an unchanged spec keeps next_run_ms, a changed one (or a
-        resumed schedule) re-anchors to the first tick after the store's now."""
-
-    @abstractmethod
-    def list_schedules(self) -> list[dict[str, Any]]: ...
-
-    @abstractmethod
-    def get_schedule(self, schedule_id: str) -> dict[str, Any] | None: ...
-
-    @abstractmethod
-    def delete_schedule(self, schedule_id: str) -> None:
-        """NotFound if missing; the schedule's enqueue events are kept."""
-
-    @abstractmethod
-    def list_schedule_events(
-        self, schedule_id: str, cursor: int | None = None, limit: int = 30
-    ) -> list[dict[str, Any]]:
-        """Newest first; `cursor` is the last event_id of the previous page."""
 
     # Firing (headgate/scheduling.py, a service) is several transactions per schedule;
     # these are its steps, each one transaction.
@@ -319,19 +320,62 @@ class Store(ABC):
         then record `events`; False when it moved."""
 
     @abstractmethod
-    def find_schedule_run(self, schedule_id: str, idempotency_key: str) -> str | None:
-        """The job a run-now with this key produced within the key's retention."""
-
-    @abstractmethod
-    def remember_schedule_run(self, schedule_id: str, idempotency_key: str, job_id: str,
-                              event: ScheduleEvent, inserted: bool) -> str:
-        """Record the run-now key's job and its event (and last_enqueued_ms when
-        `inserted`) in one transaction; returns the job a concurrent twin recorded
-        first."""
-
-    @abstractmethod
     def forget_workers(self, older_than_ms: int) -> int:
         """Delete worker rows whose heartbeat is older than the bound."""
+
+    @abstractmethod
+    def record_queue_depths(self) -> int:
+        """Write per-queue unfinished counts into the current history minute bucket."""
+
+    @abstractmethod
+    def prune(self, older_than_ms: int, dry_run: bool) -> PruneReport:
+        """Count (and unless dry_run delete) terminal, non-quarantined jobs finalized
+        before now - older_than_ms."""
+
+    @abstractmethod
+    def prune_audit(self, older_than_ms: int, limit: int = 1000) -> int:
+        """Delete at most `limit` entries older than `older_than_ms` (the oldest
+        first). Returns how many went."""
+
+    @abstractmethod
+    def run_operations_batch(self, limit: int = 500) -> int:
+        """Advance queued/running operations by at most `limit` jobs; returns how many
+        jobs were affected (0: nothing to do). The operations duty calls this."""
+
+    @abstractmethod
+    def sample_queue_memory(self, limit: int = 100) -> int:
+        """Estimate memory of up to `limit` queues from bounded samples; returns the
+        number sampled."""
+
+
+class Inspection(StoreBasics, Protocol):
+    """Reads for the API and the console (and a producer waiting for a result)."""
+
+    @abstractmethod
+    def explain_admission(self, job_id: str) -> Explanation | None: ...
+
+    @abstractmethod
+    def unique_key_counts(self) -> UniqueKeyCounts: ...
+
+    @abstractmethod
+    def history_bucket_counts(self, older_than_ms: int) -> dict[str, BucketCounts]:
+        """Per table of minute buckets (`history`, `latency`), `expired` counting the
+        buckets older than `older_than_ms`."""
+
+    @abstractmethod
+    def duty_holders(self) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def list_schedules(self) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def get_schedule(self, schedule_id: str) -> dict[str, Any] | None: ...
+
+    @abstractmethod
+    def list_schedule_events(
+        self, schedule_id: str, cursor: int | None = None, limit: int = 30
+    ) -> list[dict[str, Any]]:
+        """Newest first; `cursor` is the last event_id of the previous page."""
 
     @abstractmethod
     def latency_histograms(self, since_ms: int) -> list[tuple[str, int, str, int, int, int]]:
@@ -355,73 +399,10 @@ class Store(ABC):
         never a scan of the table."""
 
     @abstractmethod
-    def record_queue_depths(self) -> int:
-        """Write per-queue unfinished counts into the current history minute bucket."""
-
-    @abstractmethod
-    def prune(self, older_than_ms: int, dry_run: bool) -> dict[str, Any]:
-        """Count (and unless dry_run delete) terminal, non-quarantined jobs finalized
-        before now - older_than_ms."""
-
-    # -- workers ---------------------------------------------------------------------
-    @abstractmethod
-    def heartbeat(self, worker: dict[str, Any], running: Sequence[Claim] = ()) -> dict[str, Any]:
-        """Upsert the registry row; reply `{signal, cancelled}`: a pending operator signal
-        (delivered once) and which of the `running` claims are no longer theirs to run
-        (an operator cancelled the job, or it moved on to another attempt)."""
-
-    @abstractmethod
-    def signal_worker(self, worker_id: str, command: str | None) -> None: ...
-
-    @abstractmethod
     def list_workers(self, within_ms: int) -> list[dict[str, Any]]: ...
 
     @abstractmethod
-    def remove_worker(self, worker_id: str) -> None: ...
-
-    # -- operator control ------------------------------------------------------------
-    @abstractmethod
-    def operator_retry(self, job_id: str) -> None: ...
-
-    @abstractmethod
-    def operator_cancel(self, job_id: str) -> None: ...
-
-    @abstractmethod
-    def delete_job(self, job_id: str) -> None: ...
-
-    @abstractmethod
-    def promote_job(self, job_id: str) -> None: ...
-
-    @abstractmethod
-    def reschedule_job(self, job_id: str, scheduled_at_ms: int) -> None: ...
-
-    @abstractmethod
-    def edit_payload(
-        self, job_id: str, payload: bytes, schema_version: int, fingerprint: str
-    ) -> None: ...
-
-    @abstractmethod
     def quarantine_list(self) -> list[dict[str, Any]]: ...
-
-    @abstractmethod
-    def quarantine_release(self, fingerprint: str) -> int: ...
-
-    @abstractmethod
-    def set_queue_paused(self, queue: str, paused: bool) -> None: ...
-
-    @abstractmethod
-    def set_queue_weight(self, queue: str, weight: int) -> None: ...
-
-    @abstractmethod
-    def set_enqueue_limit(self, queue: str, limit: int | None) -> None: ...
-
-    @abstractmethod
-    def upsert_rate_class(
-        self, name: str, limit: int, window_ms: int, burst: int | None = None,
-        paused: bool = False, adaptive: Adaptive | None = None,
-    ) -> None:
-        """Create or replace a class; with `adaptive`, its limit then moves between the
-        bounds as handlers report throttles and successes (core/adaptive.py)."""
 
     @abstractmethod
     def rate_classes(self) -> list[dict[str, Any]]: ...
@@ -433,33 +414,7 @@ class Store(ABC):
         limit_per_window, window_ms, change (set|decrease|increase), throttles}`."""
 
     @abstractmethod
-    def upsert_concurrency_limit(
-        self, name: str, queue: str, max_concurrent: int, on_saturated: str = "queue"
-    ) -> None: ...
-
-    @abstractmethod
     def concurrency_limits(self) -> list[dict[str, Any]]: ...
-
-    @abstractmethod
-    def delete_rate_class(self, name: str, force: bool = False) -> int:
-        """Delete rate class `name` (NotFound when there is none) unless available jobs
-        wait on it; returns how many wait, and deletes only when none do or `force`."""
-
-    @abstractmethod
-    def delete_concurrency_limit(self, name: str, force: bool = False) -> int:
-        """Delete concurrency limit `name` (NotFound when there is none) unless jobs of
-        its queue are available or running; returns how many, and deletes only when
-        none are or `force`."""
-
-
-    # -- audit log -------------------------------------------------------------------
-    # Entries are dicts: {id, at_ms, actor, action, target, status, outcome, detail}.
-    @abstractmethod
-    def record_audit(self, actor: str, action: str, target: str, *, status: int = 200,
-                     outcome: str = "ok",
-                     detail: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Append one entry stamped with the store's now; returns it. `actor` is a
-        name, never a credential; `detail` a JSON-able mapping (InvalidInput if not)."""
 
     @abstractmethod
     def list_audit(self, *, action: str | None = None, target: str | None = None,
@@ -469,12 +424,6 @@ class Store(ABC):
         with `target_prefix`, e.g. `rate_class:`) and/or those at or after `since_ms`;
         `cursor` is the id of the previous page's last entry."""
 
-    @abstractmethod
-    def prune_audit(self, older_than_ms: int, limit: int = 1000) -> int:
-        """Delete at most `limit` entries older than `older_than_ms` (the oldest
-        first). Returns how many went."""
-
-    # -- inspection ------------------------------------------------------------------
     @abstractmethod
     def get_job(self, job_id: str, include_payload: bool = False) -> Job | None: ...
 
@@ -518,7 +467,6 @@ class Store(ABC):
         """Every queue's per-minute counters since `since_ms` in one read: queue →
         bucket start → (arrived, completed, failed, and the three rejection counts)."""
 
-    # -- start forecast (core/forecast.py, headgate/forecasting.py) --------------------
     @abstractmethod
     def forecast_inputs(self, job_ids: Sequence[str] = (),
                         queues: Sequence[str] = ()) -> dict[str, Any]:
@@ -529,7 +477,112 @@ class Store(ABC):
         longest-waiting available job; `{"classes": {queue: {rate_class: n}}}`, its
         available jobs by rate class in a sample of at most `class_sample`."""
 
-    # -- control API support (bulk operations, queue admin, idempotency) ---------------
+    @abstractmethod
+    def get_operation(self, op_id: str) -> dict[str, Any] | None:
+        """`{id, action, selector, status, affected, total_estimated, total_capped,
+        dry_run, error, created_at_ms, updated_at_ms, finished_at_ms}`."""
+
+    @abstractmethod
+    def queue_extras(self) -> dict[str, dict[str, Any]]:
+        """Per queue: memory sample and quiet-group figures (bounded reads)."""
+
+
+class Control(StoreBasics, Protocol):
+    """Operator mutations and the API's writes that carry an Idempotency-Key."""
+
+    # Schedule dicts use the control API's wire names (id, kind, queue, spec, next_run_ms,
+    # last_enqueued_ms, on_missed, backfill_limit, paused, partition_key, rate_class,
+    # priority, max_attempts, retention_ms) plus payload as bytes.
+    @abstractmethod
+    def upsert_schedule(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate and store; an unchanged spec keeps next_run_ms, a changed one (or a
+        resumed schedule) re-anchors to the first tick after the store's now."""
+
+    @abstractmethod
+    def delete_schedule(self, schedule_id: str) -> None:
+        """NotFound if missing; the schedule's enqueue events are kept."""
+
+    @abstractmethod
+    def find_schedule_run(self, schedule_id: str, idempotency_key: str) -> str | None:
+        """The job a run-now with this key produced within the key's retention."""
+
+    @abstractmethod
+    def remember_schedule_run(self, schedule_id: str, idempotency_key: str, job_id: str,
+                              event: ScheduleEvent, inserted: bool) -> str:
+        """Record the run-now key's job and its event (and last_enqueued_ms when
+        `inserted`) in one transaction; returns the job a concurrent twin recorded
+        first."""
+
+    @abstractmethod
+    def signal_worker(self, worker_id: str, command: str | None) -> None: ...
+
+    @abstractmethod
+    def remove_worker(self, worker_id: str) -> None: ...
+
+    @abstractmethod
+    def operator_retry(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    def operator_cancel(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    def delete_job(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    def promote_job(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    def reschedule_job(self, job_id: str, scheduled_at_ms: int) -> None: ...
+
+    @abstractmethod
+    def edit_payload(
+        self, job_id: str, payload: bytes, schema_version: int, fingerprint: str
+    ) -> None: ...
+
+    @abstractmethod
+    def quarantine_release(self, fingerprint: str) -> int: ...
+
+    @abstractmethod
+    def set_queue_paused(self, queue: str, paused: bool) -> None: ...
+
+    @abstractmethod
+    def set_queue_weight(self, queue: str, weight: int) -> None: ...
+
+    @abstractmethod
+    def set_enqueue_limit(self, queue: str, limit: int | None) -> None: ...
+
+    @abstractmethod
+    def upsert_rate_class(
+        self, name: str, limit: int, window_ms: int, burst: int | None = None,
+        paused: bool = False, adaptive: Adaptive | None = None,
+    ) -> None:
+        """Create or replace a class; with `adaptive`, its limit then moves between the
+        bounds as handlers report throttles and successes (core/adaptive.py)."""
+
+    @abstractmethod
+    def upsert_concurrency_limit(
+        self, name: str, queue: str, max_concurrent: int, on_saturated: str = "queue"
+    ) -> None: ...
+
+    @abstractmethod
+    def delete_rate_class(self, name: str, force: bool = False) -> int:
+        """Delete rate class `name` (NotFound when there is none) unless available jobs
+        wait on it; returns how many wait, and deletes only when none do or `force`."""
+
+    @abstractmethod
+    def delete_concurrency_limit(self, name: str, force: bool = False) -> int:
+        """Delete concurrency limit `name` (NotFound when there is none) unless jobs of
+        its queue are available or running; returns how many, and deletes only when
+        none are or `force`."""
+
+    # Entries are dicts: {id, at_ms, actor, action, target, status, outcome, detail}.
+    @abstractmethod
+    def record_audit(self, actor: str, action: str, target: str, *, status: int = 200,
+                     outcome: str = "ok",
+                     detail: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Append one entry stamped with the store's now; returns it. `actor` is a
+        name, never a credential; `detail` a JSON-able mapping (InvalidInput if not)."""
+
     @abstractmethod
     def create_operation(
         self, action: str, selector: dict[str, Any], dry_run: bool = False
@@ -539,28 +592,9 @@ class Store(ABC):
         estimate. Dry runs are done at once; others wait for `run_operations_batch`."""
 
     @abstractmethod
-    def get_operation(self, op_id: str) -> dict[str, Any] | None:
-        """`{id, action, selector, status, affected, total_estimated, total_capped,
-        dry_run, error, created_at_ms, updated_at_ms, finished_at_ms}`."""
-
-    @abstractmethod
-    def run_operations_batch(self, limit: int = 500) -> int:
-        """Advance queued/running operations by at most `limit` jobs; returns how many
-        jobs were affected (0: nothing to do). The operations duty calls this."""
-
-    @abstractmethod
     def delete_queue(self, queue: str, force: bool = False) -> str | None:
         """Delete an empty queue (None) or, with `force`, start an operation that
         deletes its jobs and then the queue (the operation id)."""
-
-    @abstractmethod
-    def sample_queue_memory(self, limit: int = 100) -> int:
-        """Estimate memory of up to `limit` queues from bounded samples; returns the
-        number sampled."""
-
-    @abstractmethod
-    def queue_extras(self) -> dict[str, dict[str, Any]]:
-        """Per queue: memory sample and quiet-group figures (bounded reads)."""
 
     @abstractmethod
     def idempotency_begin(
@@ -607,3 +641,9 @@ class Store(ABC):
             self.idempotency_abort(scope_key)
         else:
             self.idempotency_complete(scope_key, *tx.response)
+
+
+class Store(Producer, Admission, Maintenance, Inspection, Control, ABC):
+    """The whole port, which an adapter implements as one class; callers depend on the
+    narrowest role they use (a worker on Admission, the duties on Maintenance, a
+    producer Client on Producer, the API on Inspection and Control)."""

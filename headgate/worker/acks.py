@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from headgate.core import AckRequest, InvalidInput, LeaseLost, Outcome, StoreUnavailable
-from headgate.store.port import Store
+from headgate.store.port import Admission
 
 from .attempts import DEADLINE, TIMED_OUT, Attempt, Inflight, lock_order
 from .execution import Decision
@@ -35,7 +35,7 @@ Queued = tuple[Attempt, Decision]
 
 
 class AckQueue:
-    def __init__(self, store: Store, inflight: Inflight, *, lease_ms: int,
+    def __init__(self, store: Admission, inflight: Inflight, *, lease_ms: int,
                  log_on_success: bool, halted: threading.Event,
                  on_queued: Callable[[], None]) -> None:
         self.store = store
@@ -95,13 +95,8 @@ class AckQueue:
         (the batch is queued again)."""
         if not batch:
             return True
-        ack_many = getattr(self.store, "ack_many", None)
-        if ack_many is None:
-            for attempt, decision in batch:
-                self._ack_one(attempt, decision)
-            return True
         try:
-            lost = ack_many(self.requests(batch))
+            lost = self.store.ack_many(self.requests(batch))
         except StoreUnavailable as exc:
             self.refused(batch, exc)
             return False

@@ -27,8 +27,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from headgate.core import AckRequest, Claim, StoreUnavailable
-from headgate.store.port import Store
+from headgate.core import Claim, StoreUnavailable
+from headgate.store.port import Admission
 
 from .acks import AckQueue, Queued
 from .attempts import Inflight
@@ -37,11 +37,6 @@ from .pool import Pool
 from .run_state import Control
 
 log = logging.getLogger("headgate.worker")
-
-# store.ack_and_admit(acks, worker_id, queues, capacity, lease_ms, quantum)
-AckAndAdmit = Callable[[list[AckRequest], str, list[str], int, int, int | None],
-                       tuple[list[str], list[Claim]]]
-
 
 class Doorbell:
     """Why the dispatcher should look again before its wait is over.
@@ -73,7 +68,7 @@ class Doorbell:
 
 class Dispatcher:
     def __init__(
-        self, store: Store, inflight: Inflight, acks: AckQueue, pool: Pool,
+        self, store: Admission, inflight: Inflight, acks: AckQueue, pool: Pool,
         control: Control, doorbell: Doorbell, probe: Probe | None,
         give_back: Callable[[list[Claim], float], bool], *, worker_id: str,
         queues: Sequence[str], concurrency: int, lease_ms: int, quantum: int | None,
@@ -102,7 +97,6 @@ class Dispatcher:
         self.hint_ceiling_s = hint_ceiling_ms / 1000
         self.polls = 0
         self.empty_polls = 0
-        self._ack_and_admit: AckAndAdmit | None = getattr(store, "ack_and_admit", None)
         self._backoff = Backoff(poll_floor_ms, poll_ceiling_ms)
         self._errors = Backoff(50, 5_000)
         # What the last turn decided about the next wait (see ``_wait``).
@@ -143,9 +137,8 @@ class Dispatcher:
         could not be written (nothing is admitted then)."""
         batch = self.acks.take()
         free = self.free()
-        combined = self._ack_and_admit
-        if batch and combined is not None and self._admitting(free):
-            done = self._combined(combined, batch, free)
+        if batch and self._admitting(free):
+            done = self._combined(batch, free)
             if done is not None:
                 return done
         if not self.acks.write(batch):
@@ -155,15 +148,15 @@ class Dispatcher:
             self._admit(free)
         return True
 
-    def _combined(self, ack_and_admit: AckAndAdmit, batch: list[Queued], free: int
-                  ) -> bool | None:
+    def _combined(self, batch: list[Queued], free: int) -> bool | None:
         """Ack the batch and admit in one transaction: True when done, False when the
         store was unavailable, None when the caller should do both separately."""
         self._take_token()
         started = time.monotonic()
         try:
-            lost, claims = ack_and_admit(self.acks.requests(batch), self.worker_id,
-                                         self.queues, free, self.lease_ms, self.quantum)
+            lost, claims = self.store.ack_and_admit(
+                self.acks.requests(batch), self.worker_id, self.queues, free, self.lease_ms,
+                self.quantum)
         except StoreUnavailable as exc:
             self.acks.refused(batch, exc)
             return False

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from headgate.store.port import Store
+from headgate.store.port import Admission
 
 from . import isolation
 from .acks import AckQueue
@@ -62,7 +62,7 @@ class Engine:
     ``Worker`` itself is not needed here); both are fixed from then on. ``preload``: the
     modules of the isolated handlers (``handlers.isolated_modules``)."""
 
-    def __init__(self, store: Store, config: WorkerConfig,
+    def __init__(self, store: Admission, config: WorkerConfig,
                  handlers: Mapping[str, HandlerSpec], control: Control,
                  duty_runner: WorkerDuties | None, *, hooks: Sequence[AttemptHook] = (),
                  preload: Sequence[str] = (), started_at_ms: int = 0) -> None:

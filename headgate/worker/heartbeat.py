@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from headgate.store.port import Store
+from headgate.store.port import Admission
 from headgate.streak import FailureStreak
 
 from .attempts import NOT_OURS, Inflight
@@ -36,7 +36,7 @@ def default_worker_id() -> str:
 
 
 class Heartbeat:
-    def __init__(self, store: Store, inflight: Inflight, control: Control, *,
+    def __init__(self, store: Admission, inflight: Inflight, control: Control, *,
                  worker_id: str, interval_ms: int, row: Callable[[], dict[str, Any]],
                  resign: Callable[[], None] | None) -> None:
         self.store = store

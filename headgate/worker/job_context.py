@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from headgate.core import Claim, InvalidInput, Job, LeaseLost, StoreUnavailable
 from headgate.core.envelope import MAX_PAYLOAD
-from headgate.store.port import Store
+from headgate.store.port import Admission
 
 T = TypeVar("T")
 
@@ -159,7 +159,7 @@ class JobContext:
     """
 
     def __init__(
-        self, store: Store, claim: Claim, payload: Any, gate: AttemptGate,
+        self, store: Admission, claim: Claim, payload: Any, gate: AttemptGate,
         logger: logging.Logger | Callable[[], logging.Logger], worker_id: str,
         deadline_monotonic: float | None = None,
     ) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from multiprocessing.connection import wait as wait_for_exit
 
 from headgate.core import Claim, Outcome, StoreUnavailable
-from headgate.store.port import Store
+from headgate.store.port import Admission
 
 from .attempts import (
     DEADLINE,
@@ -37,7 +37,7 @@ log = logging.getLogger("headgate.worker")
 
 
 class LeaseKeeper:
-    def __init__(self, store: Store, inflight: Inflight, *, lease_ms: int,
+    def __init__(self, store: Admission, inflight: Inflight, *, lease_ms: int,
                  timeout_grace_ms: int, kill_grace_ms: int, halted: threading.Event,
                  record: Callable[[Attempt, Decision], object]) -> None:
         self.store = store

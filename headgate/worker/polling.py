@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from headgate.store.port import Store
+from headgate.store.port import Admission
 
 Probe = Callable[[], object]
 
@@ -53,12 +53,11 @@ class Backoff:
         return current * random.uniform(1 - self.jitter, high)
 
 
-def change_probe(store: Store) -> Probe | None:
+def change_probe(store: Admission) -> Probe | None:
     """The store's ``change_token`` as a probe, or None when the backend offers nothing
     cheaper than polling (PostgreSQL's changes arrive by LISTEN instead). Errors count
     as "changed", so a flaky probe degrades to polling rather than to deafness."""
-    token = getattr(store, "change_token", None)
-    return _tolerant(token) if callable(token) else None
+    return _tolerant(store.change_token) if store.capabilities().change_token else None
 
 
 def _tolerant(probe: Callable[[], object]) -> Probe:

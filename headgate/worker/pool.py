@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from headgate.core import Claim, Job, Outcome
-from headgate.store.port import Store
+from headgate.store.port import Admission
 
 from . import isolation
 from .acks import AckQueue
@@ -48,7 +48,7 @@ TYPICAL_WEIGHT = 0.2
 
 class Pool:
     def __init__(
-        self, store: Store, inflight: Inflight, acks: AckQueue,
+        self, store: Admission, inflight: Inflight, acks: AckQueue,
         handlers: dict[str, HandlerSpec], *, worker_id: str, concurrency: int,
         timeout_ms: int | None, deadline_ms: int | None, isolated: bool,
         kill_grace_ms: int, max_log_lines: int, job_log_level: int, preload: list[str],

@@ -199,10 +199,11 @@ def test_foreign_commits_that_touch_no_queue_are_not_events(
         broadcaster.stop()
 
 
-def test_without_a_change_token_nothing_is_polled() -> None:
-    """PostgreSQL has no token: LISTEN feeds its activity signal already."""
-
-    class NoToken:
-        pass
-
-    assert ForeignChanges.of(NoToken()) is None
+def test_without_a_change_token_nothing_is_polled(store: Store, backend: str) -> None:
+    """PostgreSQL has no token: LISTEN feeds its activity signal already. SQLite's
+    token is what the broadcaster watches."""
+    assert store.capabilities().change_token is (backend == "sqlite")
+    if backend == "pg":
+        assert ForeignChanges.of(store) is None
+    else:
+        assert ForeignChanges.of(store) is not None

@@ -22,7 +22,7 @@ def test_meta(api: Api) -> None:
     assert body == {
         "version": headgate.__version__,
         "backend": api.store.backend,
-        "capabilities": list(api.store.capabilities()),
+        "capabilities": list(api.store.capabilities().names),
         "limits": {"max_page_size": 200, "approximate_count_threshold": 50000},
         "read_only": False,
     }

@@ -56,17 +56,11 @@ LAYER_OF = {
     "headgate.__main__": "cli",
 }
 
-# Crossings kept on purpose, each (importing module, imported module): why.
-ALLOWED_CROSSINGS = {
-    # open_store is the factory that picks an adapter from the URL: the one place the
-    # port knows its implementations. It imports the adapter it picks inside the
-    # function, so psycopg (an optional extra) loads only for a postgresql:// URL.
-    ("headgate.store", "headgate.adapters.postgres"): "open_store, the factory",
-    ("headgate.store", "headgate.adapters.postgres.connection"): "open_store, the factory",
-    ("headgate.store", "headgate.adapters.postgres.outage"): "open_store, the factory",
-    ("headgate.store", "headgate.adapters.sqlite"): "open_store, the factory",
-    ("headgate.store", "headgate.adapters.sqlite.connection"): "open_store, the factory",
-}
+# Crossings kept on purpose, each (importing module, imported module): why. None now:
+# open_store finds an adapter in store/registry.py's table, which names the built-in
+# adapters by module path and imports only the one a URL names (psycopg, an optional
+# extra, loads only for PostgreSQL), so the store layer imports no adapter.
+ALLOWED_CROSSINGS: dict[tuple[str, str], str] = {}
 
 # Function-level imports that would close a circle if hoisted, not yet removed.
 ALLOWED_DEFERRED_CIRCLES: dict[tuple[str, str], str] = {}

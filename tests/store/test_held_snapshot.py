@@ -160,7 +160,7 @@ def test_a_read_transaction_of_the_server_process_is_its_oldest_transaction(
         held = wait_for(lambda: gauge(api, "headgate_store_oldest_transaction_seconds"), 10,
                         "the open read transaction in /metrics")
         assert held > 0
-        assert store.transaction_horizon()["transactions_seen"] == "process"
+        assert store.transaction_horizon().transactions_seen == "process"
     assert gauge(api, "headgate_store_oldest_transaction_seconds") == 0
     assert gauge(api, "headgate_store_xmin_age_transactions") is None  # PostgreSQL's
 
@@ -208,7 +208,7 @@ def test_a_held_repeatable_read_transaction_shows_in_metrics_and_drops_when_rele
         assert held > 0
         xmin_age = gauge(api, "headgate_store_xmin_age_transactions")
         assert xmin_age is not None and xmin_age >= 1
-        assert pg_store.transaction_horizon()["transactions_seen"] == "database"
+        assert pg_store.transaction_horizon().transactions_seen == "database"
         # The console flags it once past its threshold (5 minutes; here none).
         monkeypatch.setattr(views, "LONG_TRANSACTION_MS", 0)
         body = api.get(api.base + "/cluster").text

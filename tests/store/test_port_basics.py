@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
-from headgate import Duplicate, Envelope, Outcome, State, Store
+from headgate import Duplicate, Envelope, Outcome, State, Store, open_store
 from headgate.adapters.migrations import migrations
 from headgate.core import InvalidInput
+from headgate.store import Capabilities
 
 
 def test_a_fresh_store_is_at_the_latest_migration(store: Store, backend: str) -> None:
@@ -21,8 +23,33 @@ def test_a_fresh_store_is_at_the_latest_migration(store: Store, backend: str) ->
 
 def test_capabilities_name_what_the_engine_offers(store: Store, backend: str) -> None:
     caps = store.capabilities()
-    assert "inspect" in caps
-    assert ("transactional" in caps) is (backend == "pg")
+    assert "inspect" in caps.names
+    assert ("transactional" in caps.names) is (backend == "pg")
+
+
+def test_capabilities_are_typed_and_say_what_the_store_does(
+        store: Store, backend: str, open_more: Callable[[], Store]) -> None:
+    """Each flag is a promise a caller acts on instead of probing the store's class."""
+    caps = store.capabilities()
+    assert caps == Capabilities(transactional=backend == "pg", notifying=backend == "pg",
+                                inspect=True, change_token=backend == "sqlite",
+                                enqueue_many_in=True)
+    other = open_more()
+    if caps.change_token:
+        token = store.change_token()
+        other.enqueue_many([Envelope(kind="k", payload=b"p", queue="token")])
+        assert store.change_token() != token  # another store's commit moves it
+    else:
+        assert store.change_token() is None  # the port's default: no token
+    # store_url() opens the same database again.
+    job_id = other.enqueue_many([Envelope(kind="k", payload=b"p", queue="again")])[0]
+    url = store.store_url()
+    assert url is not None
+    again = open_store(url)
+    try:
+        assert again.get_job(job_id) is not None
+    finally:
+        again.close()
 
 
 def test_ping_answers_and_the_clock_moves_forward(store: Store) -> None:

@@ -20,7 +20,7 @@ def _complete(store: Store, queue: str) -> None:
 
 def key_counts(store: Store) -> dict[str, int]:
     counts = store.unique_key_counts()
-    return {"rows": counts["rows"], "expired": counts["expired"]}
+    return {"rows": counts.rows, "expired": counts.expired}
 
 
 def wait_until(store: Store, at_ms: int) -> None:
@@ -39,15 +39,15 @@ def test_prune_counts_then_deletes_terminal_jobs_but_never_quarantined(
     quarantine(store, "poison", b"x")
     fresh = client.enqueue("k", b"fresh", queue="q3")
     time.sleep(0.05)
-    assert store.prune(3_600_000, dry_run=True)["total"] == 0  # nothing that old
+    assert store.prune(3_600_000, dry_run=True).total == 0  # nothing that old
     report = store.prune(10, dry_run=True)
-    assert report["counts"]["completed"] == 4
-    assert report["counts"]["cancelled"] == 1
-    assert "quarantined" not in report["counts"]
-    assert (report["total"], report["deleted"], report["dry_run"]) == (5, 0, True)
+    assert report.counts["completed"] == 4
+    assert report.counts["cancelled"] == 1
+    assert "quarantined" not in report.counts
+    assert (report.total, report.deleted, report.dry_run) == (5, 0, True)
     assert all(store.get_job(j) is not None for j in done)
     real = store.prune(10, dry_run=False)
-    assert (real["total"], real["deleted"]) == (5, 5)
+    assert (real.total, real.deleted) == (5, 5)
     states = sorted(j.state.value for j in all_jobs(store))
     assert states == ["available", "quarantined"]
     assert store.get_job(fresh) is not None

@@ -15,7 +15,9 @@ from headgate.adapters.sql.enqueue import EnqueueResult
 from headgate.adapters.sql.store import SqlStore
 from headgate.core import Claim, Duplicate, Envelope, Outcome
 from headgate.core.envelope import check_text
+from headgate.core.records import TransactionHorizon
 from headgate.store.activity import ActivityHub
+from headgate.store.capabilities import Capabilities
 from headgate.store.port import Answer, KeyedEnqueue
 
 from . import bulk, enqueue, keyed
@@ -85,7 +87,7 @@ class PostgresStore(ServerAdmission, SqlStore):
                 self._finished = FinishedListener(self.url)
         return self._finished.watch(job_id, callback)
 
-    def transaction_horizon(self) -> dict[str, Any]:
+    def transaction_horizon(self) -> TransactionHorizon:
         """The oldest open transaction of any client session on this database (not
         this query's) and the age of the oldest snapshot (`backend_xmin`): what keeps
         vacuum from removing the dead row versions every claim and ack leave. Idle
@@ -93,16 +95,15 @@ class PostgresStore(ServerAdmission, SqlStore):
         with pg_read_all_stats (e.g. pg_monitor)."""
         with self.db.read() as conn:
             age_ms, xmin_age = conn.execute(TRANSACTION_HORIZON).fetchone()
-        return {"engine": "postgres", "wal_bytes": None, "wal_limit_bytes": None,
-                "oldest_transaction_ms": None if age_ms is None else int(age_ms),
-                "transactions_seen": "database",
-                "xmin_age": None if xmin_age is None else int(xmin_age)}
+        return TransactionHorizon(
+            "postgres", oldest_transaction_ms=None if age_ms is None else int(age_ms),
+            transactions_seen="database", xmin_age=None if xmin_age is None else int(xmin_age))
 
-    def capabilities(self) -> tuple[str, ...]:
-        caps = ["transactional", "inspect"]
-        if self.notify:
-            caps.insert(1, "notifying")
-        return tuple(caps)
+    def capabilities(self) -> Capabilities:
+        return Capabilities(transactional=True, notifying=self.notify, enqueue_many_in=True)
+
+    def store_url(self) -> str:
+        return self.url
 
     def now_ms(self) -> int:
         return self.db.now_ms()

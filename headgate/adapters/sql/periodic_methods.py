@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from headgate.core import Envelope, InvalidInput
 from headgate.core.envelope import check_int
+from headgate.core.records import PruneReport
 from headgate.store.port import ScheduleEvent, ScheduleStep, TickInsert
 
 from . import enqueue, periodic
@@ -153,7 +154,7 @@ class PeriodicMethods:
         with self.db.write() as (conn, now):
             return periodic.record_queue_depths(conn, now)
 
-    def prune(self, older_than_ms: int, dry_run: bool) -> dict[str, Any]:
+    def prune(self, older_than_ms: int, dry_run: bool) -> PruneReport:
         """Terminal, non-quarantined jobs finalized before now - older_than_ms: counted
         by state, and (unless dry_run) deleted in bounded batches, each its own
         transaction so producers and workers interleave."""
@@ -171,8 +172,6 @@ class PeriodicMethods:
             deleted += n
             if n < PRUNE_BATCH:
                 break
-        return {
-            "dry_run": dry_run, "older_than_ms": older_than_ms, "cutoff_ms": cutoff,
-            "counts": counts, "total": sum(counts.values()), "deleted": deleted,
-        }
+        return PruneReport(dry_run=dry_run, older_than_ms=older_than_ms, cutoff_ms=cutoff,
+                           counts=counts, total=sum(counts.values()), deleted=deleted)
 

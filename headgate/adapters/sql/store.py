@@ -22,6 +22,7 @@ from headgate.core import (
 from headgate.core.adaptive import Adaptive
 from headgate.core.envelope import check_int, check_text
 from headgate.core.job import Blob, Progress
+from headgate.core.records import BucketCounts, OrphanSweep, UniqueKeyCounts
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.store.port import Store
 
@@ -197,10 +198,10 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
         with self.db.write() as (conn, now):
             return uniques.sweep_orphans(conn, now, limit)
 
-    def unique_key_counts(self) -> dict[str, Any]:
+    def unique_key_counts(self) -> UniqueKeyCounts:
         with self.db.read_with_clock() as (conn, now):
-            return {**uniques.counts(conn, now),
-                    "orphans": uniques.orphan_sweep_state(conn)}
+            return UniqueKeyCounts(**uniques.counts(conn, now),
+                                   orphans=OrphanSweep(**uniques.orphan_sweep_state(conn)))
 
     def prune_history(self, older_than_ms: int, limit: int = 1000) -> int:
         check_int("older_than_ms", older_than_ms, 0)
@@ -208,10 +209,11 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
         with self.db.write() as (conn, now):
             return buckets.prune_older(conn, now - older_than_ms, limit)
 
-    def history_bucket_counts(self, older_than_ms: int) -> dict[str, dict[str, Any]]:
+    def history_bucket_counts(self, older_than_ms: int) -> dict[str, BucketCounts]:
         check_int("older_than_ms", older_than_ms, 0)
         with self.db.read_with_clock() as (conn, now):
-            return buckets.counts(conn, now - older_than_ms)
+            return {table: BucketCounts(**row)
+                    for table, row in buckets.counts(conn, now - older_than_ms).items()}
 
     def latency_histograms(self, since_ms: int) -> list[tuple[str, int, str, int, int, int]]:
         with self.db.read() as conn:

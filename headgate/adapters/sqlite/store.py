@@ -6,11 +6,12 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from headgate.adapters.sql.store import SqlStore
 from headgate.core import Envelope, InvalidInput, StoreUnavailable
+from headgate.core.records import TransactionHorizon
 from headgate.store.activity import ActivityHub
+from headgate.store.capabilities import Capabilities
 
 from .checkpoint import WAL_SIZE_LIMIT
 from .connection import Database
@@ -56,8 +57,11 @@ class SqliteStore(SqlStore):
             raise result.duplicate
         return result.ids
 
-    def capabilities(self) -> tuple[str, ...]:
-        return ("inspect",)
+    def capabilities(self) -> Capabilities:
+        return Capabilities(change_token=True, enqueue_many_in=True)
+
+    def store_url(self) -> str:
+        return f"sqlite:///{self.path}"
 
     def change_token(self) -> object:
         """A value that changes when anything may have been committed (other processes
@@ -70,10 +74,10 @@ class SqliteStore(SqlStore):
         """The process clock, read by whoever holds the write lock: one order for all."""
         return self.db.now_ms()
 
-    def transaction_horizon(self) -> dict[str, Any]:
+    def transaction_horizon(self) -> TransactionHorizon:
         """The WAL file's size on disk (what any process's long reader makes grow) and
         the oldest transaction of this process's own connections (connection.py)."""
-        return {"engine": "sqlite", "wal_bytes": self.db.checkpointer.wal_bytes(),
-                "wal_limit_bytes": self.db.wal_limit,
-                "oldest_transaction_ms": self.db.oldest_transaction_ms(),
-                "transactions_seen": "process", "xmin_age": None}
+        return TransactionHorizon(
+            "sqlite", wal_bytes=self.db.checkpointer.wal_bytes(),
+            wal_limit_bytes=self.db.wal_limit,
+            oldest_transaction_ms=self.db.oldest_transaction_ms(), transactions_seen="process")

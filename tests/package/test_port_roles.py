@@ -1,0 +1,84 @@
+"""The store port in roles: every method belongs to one role, `Store` is their sum, the
+services depend on the role they use, and none of them asks a store what it has by
+`getattr`/`hasattr` (capabilities() says it)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import headgate
+from headgate.client import Client
+from headgate.duties import OperationsRunner, advance_operations
+from headgate.live import ForeignChanges
+from headgate.store import port
+from headgate.worker.acks import AckQueue
+from headgate.worker.dispatcher import Dispatcher
+from headgate.worker.heartbeat import Heartbeat
+from headgate.worker.leases import LeaseKeeper
+
+ROOT = Path(headgate.__file__).resolve().parent
+ROLES = (port.StoreBasics, port.Producer, port.Admission, port.Maintenance, port.Inspection,
+         port.Control)
+
+
+def _own_methods(cls: type) -> set[str]:
+    return {name for name, value in vars(cls).items()
+            if callable(value) and not name.startswith("_")}
+
+
+def test_every_port_method_belongs_to_exactly_one_role() -> None:
+    owners: dict[str, list[str]] = {}
+    for role in ROLES:
+        for name in _own_methods(role):
+            owners.setdefault(name, []).append(role.__name__)
+    assert {n: o for n, o in owners.items() if len(o) > 1} == {}
+    # Store adds nothing of its own: it is the roles together.
+    assert _own_methods(port.Store) == set()
+    assert set(port.Store.__mro__) >= set(ROLES)
+    # Every abstract method of the whole port is one role's.
+    assert port.Store.__abstractmethods__ <= set(owners)
+
+
+def _store_hint(fn: Callable[..., object]) -> object:
+    # The annotation as written (the modules use postponed annotations).
+    return inspect.signature(fn).parameters["store"].annotation
+
+
+def test_services_depend_on_the_narrowest_role() -> None:
+    assert _store_hint(Client.__init__) == "Producer"
+    for cls in (Dispatcher, AckQueue, LeaseKeeper, Heartbeat):
+        assert _store_hint(cls.__init__) == "Admission", cls
+    assert _store_hint(advance_operations) == "Maintenance"
+    assert _store_hint(OperationsRunner.__init__) == "Maintenance"
+    assert _store_hint(ForeignChanges.__init__) == "Inspection"
+
+
+def _probes(source: str) -> list[str]:
+    """`getattr(store…, …)` / `hasattr(store…, …)` calls: a probe of a store's class."""
+    return [f"{node.lineno} {ast.unparse(node)}"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr") and node.args
+            and re.search(r"store", ast.unparse(node.args[0]), re.I)]
+
+
+def test_no_service_probes_a_store_with_getattr() -> None:
+    """Services, the web layer and the CLI read `store.capabilities()` (a typed
+    Capabilities) instead; only the adapters and the port itself are exempt."""
+    outside = [p for p in sorted(ROOT.rglob("*.py"))
+               if p.relative_to(ROOT).parts[0] not in ("adapters", "store")]
+    assert len(outside) > 50
+    assert [f"{p.relative_to(ROOT.parent)}:{hit}" for p in outside
+            for hit in _probes(p.read_text())] == []
+
+
+def test_the_probe_check_finds_a_probe() -> None:
+    source = ("def f(store, self):\n"
+              "    a = getattr(store, 'change_token', None)\n"
+              "    return hasattr(self._store, 'ack_many') or getattr(self, 'x', 1)\n")
+    assert _probes(source) == ["2 getattr(store, 'change_token', None)",
+                               "3 hasattr(self._store, 'ack_many')"]
