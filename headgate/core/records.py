@@ -27,6 +27,15 @@ class TransactionHorizon:
 
 
 @dataclass(frozen=True, slots=True)
+class DutyHolder:
+    """Who holds a duty lease, until when (store time; past it, anyone may take it)."""
+
+    name: str
+    holder: str
+    expires_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class OrphanSweep:
     """The sweep for lifecycle unique keys whose job is gone: keys deleted, passes
     finished, when the last pass finished (None: none yet)."""
@@ -69,5 +78,5 @@ class PruneReport:
     deleted: int
 
 
-__all__ = ["BucketCounts", "OrphanSweep", "PruneReport", "TransactionHorizon",
+__all__ = ["BucketCounts", "DutyHolder", "OrphanSweep", "PruneReport", "TransactionHorizon",
            "UniqueKeyCounts"]

@@ -35,6 +35,7 @@ from headgate.core.adaptive import Adaptive
 from headgate.core.job import Blob, Progress
 from headgate.core.records import (
     BucketCounts,
+    DutyHolder,
     PruneReport,
     TransactionHorizon,
     UniqueKeyCounts,
@@ -363,7 +364,7 @@ class Inspection(StoreBasics, Protocol):
         buckets older than `older_than_ms`."""
 
     @abstractmethod
-    def duty_holders(self) -> list[dict[str, Any]]: ...
+    def duty_holders(self) -> list[DutyHolder]: ...
 
     @abstractmethod
     def list_schedules(self) -> list[dict[str, Any]]: ...

@@ -27,7 +27,7 @@ FAST_DUTIES = ("reclaimer", "promoter", "scheduler")
 
 def live_holders(store: Store) -> dict[str, str]:
     now = store.now_ms()
-    return {d["name"]: d["holder"] for d in store.duty_holders() if d["expires_at_ms"] > now}
+    return {d.name: d.holder for d in store.duty_holders() if d.expires_at_ms > now}
 
 
 def holder_pid(holder: str) -> int:

@@ -58,7 +58,7 @@ def test_kill_9_mid_job_is_reclaimed_by_the_survivors_duties(
     assert [e["outcome"] for e in job.errors] == ["lease_lost"]
     assert f"worker {victim.name} stopped renewing" in job.errors[0]["error"]
     # The surviving process holds the reclaimer (it took it over if the victim had it).
-    holders = {d["name"]: d["holder"] for d in store.duty_holders()}
+    holders = {d.name: d.holder for d in store.duty_holders()}
     assert holders["reclaimer"] == survivor.name
     report = audit(store, [job_id], tmp_path)
     assert report.problems == []

@@ -96,7 +96,7 @@ def stats_of(proc: subprocess.Popen[str]) -> dict[str, dict]:
 
 def holders(store: Store) -> dict[str, str]:
     now = store.now_ms()
-    return {d["name"]: d["holder"] for d in store.duty_holders() if d["expires_at_ms"] > now}
+    return {d.name: d.holder for d in store.duty_holders() if d.expires_at_ms > now}
 
 
 def wait_for(predicate, timeout: float, step: float = 0.05) -> float:

@@ -20,8 +20,8 @@ def wait_until(store: Store, at_ms: int) -> None:
 
 
 def expiry(store: Store, name: str) -> int:
-    (row,) = [d for d in store.duty_holders() if d["name"] == name]
-    return int(row["expires_at_ms"])
+    (row,) = [d for d in store.duty_holders() if d.name == name]
+    return int(row.expires_at_ms)
 
 
 def test_duty_lease_is_a_singleton_on_store_time(store: Store) -> None:
@@ -31,9 +31,9 @@ def test_duty_lease_is_a_singleton_on_store_time(store: Store) -> None:
     assert store.claim_duty("promoter", "serve-b", ttl_ms=60_000)  # other duties are separate
     store.release_duty("reclaimer", "serve-b")  # not the holder: no effect
     assert not store.claim_duty("reclaimer", "serve-b", ttl_ms=200)
-    holders = {d["name"]: d for d in store.duty_holders()}
-    assert holders["reclaimer"]["holder"] == "serve-a"
-    wait_until(store, holders["reclaimer"]["expires_at_ms"] + 1)
+    holders = {d.name: d for d in store.duty_holders()}
+    assert holders["reclaimer"].holder == "serve-a"
+    wait_until(store, holders["reclaimer"].expires_at_ms + 1)
     assert store.claim_duty("reclaimer", "serve-b", ttl_ms=60_000)  # expired: taken over
     assert not store.claim_duty("reclaimer", "serve-a", ttl_ms=200)
     store.release_duty("reclaimer", "serve-b")  # stepping down
@@ -74,16 +74,16 @@ def test_a_lease_that_ran_out_is_not_renewed_even_for_its_holder(store: Store) -
 
 def test_renew_of_a_duty_never_claimed_is_refused(store: Store) -> None:
     assert not store.renew_duty("never", "a", 60_000)
-    assert [d["name"] for d in store.duty_holders()] == []
+    assert [d.name for d in store.duty_holders()] == []
 
 
 def test_a_released_lease_is_listed_as_expired(store: Store) -> None:
     assert store.claim_duty("d", "a", 60_000)
     store.release_duty("d", "a")
     (row,) = store.duty_holders()
-    assert row["holder"] == "a" and row["expires_at_ms"] <= store.now_ms()
+    assert row.holder == "a" and row.expires_at_ms <= store.now_ms()
     store.release_duty("nothing", "a")  # releasing what no one holds is harmless
-    assert [d["name"] for d in store.duty_holders()] == ["d"]
+    assert [d.name for d in store.duty_holders()] == ["d"]
 
 
 @pytest.mark.parametrize("call", ["claim_duty", "renew_duty"])
@@ -117,4 +117,4 @@ def test_stores_racing_for_a_free_lease_get_one_holder(
         t.join(30)
     winners = [h for h, ok in won.items() if ok]
     assert len(won) == len(stores) and len(winners) == 1
-    assert [d["holder"] for d in store.duty_holders()] == winners
+    assert [d.holder for d in store.duty_holders()] == winners

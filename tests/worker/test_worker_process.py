@@ -238,7 +238,7 @@ def test_two_cli_workers_and_no_server_recover_a_kill_9_with_their_default_dutie
     assert [e["outcome"] for e in job.errors] == ["lease_lost"]
     assert job.worker_id == ("b" if survivor is b else "a")
     # The reclaimer ran in the survivor: it took the duty over if the victim held it.
-    holders = {d["name"]: d["holder"] for d in store.duty_holders()}
+    holders = {d.name: d.holder for d in store.duty_holders()}
     assert holders["reclaimer"] == job.worker_id
     os.kill(survivor.pid, signal.SIGTERM)
     assert survivor.wait(30) == 0
@@ -251,7 +251,7 @@ def test_cli_worker_with_no_duties_holds_none(
     wait_for(lambda: any(w["worker_id"] == "quiet" and w["polls"] > 3
                          for w in store.list_workers(60_000)), 30, "the worker to poll")
     time.sleep(0.5)  # a few duty ticks (200 ms) it would have run
-    assert [d for d in store.duty_holders() if d["holder"] == "quiet"] == []
+    assert [d for d in store.duty_holders() if d.holder == "quiet"] == []
     os.kill(worker.pid, signal.SIGTERM)
     assert worker.wait(30) == 0
 

@@ -496,7 +496,7 @@ def test_duties_run_under_a_lease_and_resign_hands_them_over(
 
 def held_duties(store: Store) -> dict[str, str]:
     now = store.now_ms()
-    return {d["name"]: d["holder"] for d in store.duty_holders() if d["expires_at_ms"] > now}
+    return {d.name: d.holder for d in store.duty_holders() if d.expires_at_ms > now}
 
 
 def test_duties_false_or_a_list_of_names_limits_what_a_worker_holds(

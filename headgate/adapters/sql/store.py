@@ -22,7 +22,7 @@ from headgate.core import (
 from headgate.core.adaptive import Adaptive
 from headgate.core.envelope import check_int, check_text
 from headgate.core.job import Blob, Progress
-from headgate.core.records import BucketCounts, OrphanSweep, UniqueKeyCounts
+from headgate.core.records import BucketCounts, DutyHolder, OrphanSweep, UniqueKeyCounts
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.store.port import Store
 
@@ -246,11 +246,9 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
         with self.db.write() as (conn, _):
             control.release_duty(conn, name, holder)
 
-    def duty_holders(self) -> list[dict[str, Any]]:
-        return [
-            {"name": n, "holder": h, "expires_at_ms": e}
-            for n, h, e in self.db.query("SELECT name, holder, expires_at_ms FROM duties")
-        ]
+    def duty_holders(self) -> list[DutyHolder]:
+        return [DutyHolder(n, h, e)
+                for n, h, e in self.db.query("SELECT name, holder, expires_at_ms FROM duties")]
 
     # -- workers -----------------------------------------------------------------------
     def heartbeat(self, worker: dict[str, Any], running: Sequence[Claim] = ()) -> dict[str, Any]:
