@@ -69,9 +69,11 @@ STANDARD_DUTIES = tuple(DEFAULT_INTERVALS)
 MIN_TTL_MS = 3_000
 DEFAULT_THREADS = 4
 DEFAULT_BATCH = 1_000
-# Batches per tick for the draining duties: bounded so one tick cannot hold a thread
-# (and, on SQLite, the write lock between batches) for long; the rest waits a tick.
-DEFAULT_MAX_BATCHES = 10
+# How long one tick of a draining duty may go on taking full batches: bounded so a tick
+# cannot hold a duty thread for long (each batch is its own short transaction, so
+# writers run between them), yet not bounded by a batch count, which would cap pruning
+# at count x batch / interval (10 x 1,000 / 10 s) and let a faster workload outgrow it.
+DEFAULT_DRAIN_BUDGET_S = 2.0
 DEFAULT_FORGET_WORKERS_MS = 24 * 3_600_000
 DEFAULT_MISFIRE_GRACE_MS = 60_000
 DEFAULT_RESIGN_COOLDOWN_MS = 60_000
@@ -145,7 +147,7 @@ class DutyRunner:
         duties: Iterable[str] | None = None,
         threads: int = DEFAULT_THREADS,
         batch_size: int = DEFAULT_BATCH,
-        max_batches: int = DEFAULT_MAX_BATCHES,
+        drain_budget_s: float = DEFAULT_DRAIN_BUDGET_S,
         forget_workers_after_ms: int = DEFAULT_FORGET_WORKERS_MS,
         misfire_grace_ms: int = DEFAULT_MISFIRE_GRACE_MS,
         history_retention_ms: int | None = None,
@@ -178,7 +180,9 @@ class DutyRunner:
         self.holder = holder or default_holder()
         self.client = client
         self.batch_size = batch_size
-        self.max_batches = max_batches
+        if not drain_budget_s >= 0:
+            raise ValueError("drain_budget_s must be >= 0")
+        self.drain_budget_s = drain_budget_s
         self.forget_workers_after_ms = forget_workers_after_ms
         self.misfire_grace_ms = misfire_grace_ms
         self._lock = threading.Lock()
@@ -232,14 +236,15 @@ class DutyRunner:
                 + self._drain(lambda n: store.prune_audit(self.audit_retention_ms, n)))
 
     def _drain(self, fn: Callable[[int], int]) -> int:
-        """Call a batch method until it returns a short batch or the per-tick bound."""
+        """Call a batch method until it returns a short batch or the tick's time budget
+        is spent (at least one batch a tick)."""
         total = 0
-        for _ in range(self.max_batches):
+        deadline = time.monotonic() + self.drain_budget_s
+        while True:
             n = fn(self.batch_size)
             total += n
-            if n < self.batch_size:
-                break
-        return total
+            if n < self.batch_size or time.monotonic() >= deadline:
+                return total
 
     # -- the runner interface --------------------------------------------------------
     def run_duty(self, name: str, fn: Callable[[], object],

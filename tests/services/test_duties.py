@@ -633,3 +633,28 @@ def test_two_serve_processes_share_duties_and_hand_over_on_shutdown(
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout=20)
         store.close()
+
+
+def test_one_retention_tick_keeps_pruning_past_a_batch_count(store: Store) -> None:
+    """A tick prunes batch after batch until its time budget, not for a fixed number of
+    batches: a count (10 of 1,000 every 10 s) capped pruning at 1,000 jobs/s, and a
+    faster workload's finished jobs then piled up for good. Here batches of 10 and one
+    tick in an hour: all 150 expired jobs go in that first tick."""
+    client = Client(store)
+    ids = [client.enqueue("k", b"%d" % i, queue="old", retention_ms=1) for i in range(150)]
+    for _ in range(2):
+        _complete(store, "old")
+    assert all(store.get_job(j).state is headgate.State.COMPLETED for j in ids)
+    time.sleep(0.05)  # past their 1 ms retention
+    runner = DutyRunner(store, holder="ret", intervals={"retention": 3600.0},
+                        duties=["retention"], batch_size=10, drain_budget_s=60.0)
+    runner.start()
+    try:
+        wait_for(lambda: all(store.get_job(j) is None for j in ids), 10)
+    finally:
+        runner.stop()
+
+
+def test_a_negative_drain_budget_is_refused(store: Store) -> None:
+    with pytest.raises(ValueError, match="drain_budget_s"):
+        DutyRunner(store, duties=["retention"], drain_budget_s=-1)
