@@ -7,6 +7,8 @@ nothing else, and only for the queues it is bound to.
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Callable
 from typing import Any
 
 import flask
@@ -44,6 +46,28 @@ def _allowed() -> frozenset[str] | None:
 
 def _workers() -> Any:
     return remote_workers(WORKER_STALE_MS)
+
+
+def _client_connected() -> Callable[[], bool] | None:
+    """Whether the caller's connection is still open, from a peek at its socket (the
+    server's: gunicorn's or werkzeug's; None where there is none to peek at). A killed
+    worker's pending long poll must not go on claiming jobs nobody will run."""
+    env = flask.request.environ
+    sock = env.get("gunicorn.socket") or env.get("werkzeug.socket")
+    if not isinstance(sock, socket.socket):
+        return None
+
+    def connected() -> bool:
+        try:
+            # A client sends nothing more until it has its answer: b"" is its close.
+            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+        except (BlockingIOError, InterruptedError):
+            return True  # open, nothing to read
+        except ValueError:
+            return True  # a TLS socket: no way to peek, assume it is there
+        except OSError:
+            return False  # reset or closed
+    return connected
 
 
 def claimed_json(claim: Claim) -> dict[str, Any]:
@@ -116,7 +140,7 @@ def worker_heartbeat(worker_id: str) -> flask.Response:
 def claim_jobs(worker_id: str) -> flask.Response:
     b = json_body(opt("max", "u32"), dflt("wait_ms", "u32", 0), opt("lease_ms", "u32"))
     answer = _workers().claim(worker_id, b["max"], b["wait_ms"], b["lease_ms"],
-                              allowed=_allowed())
+                              allowed=_allowed(), connected=_client_connected())
     return json_response({"jobs": [claimed_json(c) for c in answer.claims],
                           "status": answer.status})
 

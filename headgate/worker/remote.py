@@ -18,7 +18,10 @@ and a remote one cannot is kept here instead:
   claim of a worker at a time per process, so it never holds more than it registered;
 - the long poll: an empty claim waits on the store's activity signal (and the change
   probe, which hears other processes' commits on SQLite), polling with the dispatcher's
-  backoff for what commits nothing (a rate class refilling, a scheduled job coming due);
+  backoff for what commits nothing (a rate class refilling, a scheduled job coming due).
+  A long poll whose client has gone (killed mid-wait) stops claiming: the jobs it would
+  take would sit leased to nobody until the lease ran out and each be charged a crash
+  for a run that never started;
 - what it does not handle: a claimed job of a kind the worker did not register is
   recorded undecodable, as a Python worker records a kind it has no handler for.
 """
@@ -29,7 +32,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -291,11 +294,14 @@ class RemoteWorkers:
 
     # -- claims ---------------------------------------------------------------------
     def claim(self, worker_id: str, max_jobs: int | None = None, wait_ms: int = 0,
-              lease_ms: int | None = None, allowed: Collection[str] | None = None
-              ) -> ClaimAnswer:
+              lease_ms: int | None = None, allowed: Collection[str] | None = None,
+              connected: Callable[[], bool] | None = None) -> ClaimAnswer:
         """Up to `max_jobs` (default: every free slot) jobs by the store's admission,
         waiting up to `wait_ms` for one. Refused (WorkerConflict) when that would take
-        the worker past its capacity, or while another claim of it is waiting."""
+        the worker past its capacity, or while another claim of it is waiting.
+        `connected` says whether the caller is still there to receive the answer: once
+        it says no, nothing more is claimed and what was just claimed is handed back
+        uncharged."""
         session = self.session(worker_id, allowed)
         check_int("wait_ms", wait_ms, 0, self.max_wait_ms)
         lease = self.lease_ms if lease_ms is None else check_int("lease_ms", lease_ms, 1,
@@ -315,22 +321,30 @@ class RemoteWorkers:
                     f"claim past capacity: worker {worker_id} holds {held} of "
                     f"{session.capacity}", capacity=session.capacity, held=held,
                     free=max(free, 0))
-            return self._claim_loop(session, want, lease, wait_ms)
+            return self._claim_loop(session, want, lease, wait_ms, connected)
         finally:
             session.claiming.release()
 
-    def _claim_loop(self, session: Session, want: int, lease_ms: int, wait_ms: int
-                    ) -> ClaimAnswer:
+    def _claim_loop(self, session: Session, want: int, lease_ms: int, wait_ms: int,
+                    connected: Callable[[], bool] | None) -> ClaimAnswer:
         deadline = time.monotonic() + wait_ms / 1000
         backoff = Backoff(25, 1_000)
         activity = self.store.activity
         while True:
             seq = activity.seq
             token = self._probe() if self._probe is not None else None
+            if connected is not None and not connected():
+                return ClaimAnswer([], session.status)  # nobody to run what it claims
             if session.status == STATUS_RUNNING:
                 claims = self.store.admit(session.worker_id, session.queues, want, lease_ms)
                 session.polls += 1
                 mine = self._settle_unhandled(session, claims)
+                if mine and connected is not None and not connected():
+                    # Gone while admit ran: back to the queue, no crash charged.
+                    self.store.release(mine)
+                    log.info("remote worker %s left mid-claim; %d job(s) handed back",
+                             session.worker_id, len(mine))
+                    return ClaimAnswer([], session.status)
                 if mine:
                     return ClaimAnswer(mine, session.status)
                 if claims:  # all undecodable here: their slots are free again, go on

@@ -5,6 +5,7 @@ admission as a Python worker; fencing, capacity, signals, aging and bad input.""
 from __future__ import annotations
 
 import base64
+import socket
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ import headgate
 from headgate.config import Settings, read_tokens_file
 from headgate.core import State
 from headgate.duties import DutyRunner
+from headgate.worker.remote import RemoteWorkers
 
 if TYPE_CHECKING:
     from api_helpers import Api
@@ -327,6 +329,49 @@ def test_long_poll_wakes_on_an_enqueue(api: Api) -> None:
     waiter.join(40)
     assert waiting and answer["r"].status_code == 200
     assert [j["id"] for j in answer["r"].json()["jobs"]] == [job_id]
+
+
+def test_a_long_poll_whose_worker_died_claims_nothing(api: Api) -> None:
+    # A worker killed mid-long-poll: its connection closes, and the job enqueued after
+    # goes to a live worker, not to the dead one (where it would wait out a lease and be
+    # charged a crash for a run that never happened).
+    dead = register(api, ["gone"], capacity=1)
+    live = register(api, ["gone"], capacity=1)
+    host, port = api.base.removeprefix("http://").split(":")
+    body = b'{"wait_ms": 30000}'
+    head = {**api.session.headers, "Host": f"{host}:{port}", "Content-Type": "application/json",
+            "Content-Length": str(len(body)), "Idempotency-Key": "dead-poll", "Connection": "close"}
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    sock.sendall(f"POST /api/v1/workers/{dead}/claim HTTP/1.1\r\n".encode()
+                 + "".join(f"{k}: {v}\r\n" for k, v in head.items()).encode() + b"\r\n" + body)
+    deadline = time.monotonic() + 10
+    waiting = False
+    while not waiting and time.monotonic() < deadline:  # the long poll holds the worker
+        r = api.post(f"/workers/{dead}/claim", json={})
+        waiting = r.status_code == 409 and "already waiting" in r.json()["error"]
+    assert waiting
+    sock.close()  # what a kill -9 does to it
+    job_id = api.enqueue("k", queue="gone")
+    [job] = claim(api, live, wait_ms=20_000)
+    assert job["id"] == job_id and job["fence"] == 1  # nobody claimed it before
+    stored = api.store.get_job(job_id)
+    assert stored is not None and stored.worker_id == live and stored.errors == []
+
+
+def test_a_claim_whose_caller_left_during_admit_hands_the_jobs_back(api: Api) -> None:
+    # The caller goes between the check before admit and the one after: what admit took
+    # goes back to the queue uncharged.
+    job_id = api.enqueue("k", queue="left")
+    remote = RemoteWorkers(api.store)
+    session = remote.register(queues=["left"], capacity=1, agent="test-agent/1")
+    answers = iter([True, False])
+    answer = remote.claim(session.worker_id, connected=lambda: next(answers))
+    assert answer.claims == []
+    job = api.store.get_job(job_id)
+    assert job is not None and job.state is State.AVAILABLE
+    assert (job.crash_attempt, job.attempt, job.errors, job.lease_id) == (0, 0, [], None)
+    [again] = claim(api, register(api, ["left"]), max=1)  # and another worker runs it
+    assert again["id"] == job_id
 
 
 def test_a_retried_claim_replays_the_same_jobs(api: Api) -> None:

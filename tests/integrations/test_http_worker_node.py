@@ -150,10 +150,17 @@ def test_kill_9_of_the_node_worker_mid_job_is_reclaimed_and_run_by_python(
             with worker(store_url, tmp_path, "--queues", "polyglot", "--no-duties"):
                 done = wait_for(lambda: _completed(store, job_id), "the job to run elsewhere")
         assert progress is not None and progress.message == "sleeping"
-        # The lease ran out: one more crash, counted (a busy machine may have let an
-        # earlier lease lapse too; the kill's is the one after what Node held).
-        assert done.crash_attempt == running.crash_attempt + 1
-        assert done.fence == running.fence + 1
+        # The killed run's lease ran out and was charged as a crash, once, to the Node
+        # worker. A loaded machine can let another lease lapse too (Node's before the
+        # kill, served late, or even the Python worker's), each its own run: so what
+        # holds is one charge per lost run, not a count of exactly one.
+        losses = [e for e in done.errors if e["outcome"] == "lease_lost"]
+        runs = [e["attempt"] for e in losses]
+        assert len(runs) == len(set(runs)), losses  # no run charged twice
+        assert done.crash_attempt == len(losses), (done.crash_attempt, losses)
+        by_node = [e for e in losses if e["worker"] == node_id and e["attempt"] >= running.fence]
+        assert by_node, losses  # the kill's loss, at the run Node held or a later one of it
+        assert done.fence > max(runs)  # the run that completed came after every loss
         assert done.worker_id != node_id
         result = store.get_result(job_id)
         assert result is not None and json.loads(result.bytes) == {"ran_by": "python"}
