@@ -11,12 +11,26 @@ import re
 import time
 from typing import Any
 
+import pytest
+
 import headgate
 from headgate import Outcome
+from headgate.config import Settings
 from headgate.core.adaptive import Adaptive
 from headgate.dashboard import charts
+from headgate.web import create_app
 
 BOUNDS = Adaptive(2, 40, 0.8, 1)
+
+
+@pytest.fixture
+def client(store: Any, tmp_path: Any) -> Any:
+    """Flask's test client over the console on the parametrized store (this module's
+    `client` is the console, not the producer Client of tests/conftest.py)."""
+    app = create_app(store, config=Settings(sqlite_path=str(tmp_path / "unused.db")),
+                     background=False)
+    app.config["TESTING"] = True
+    return app.test_client()
 
 
 def throttled_once(store: Any) -> int:
