@@ -234,7 +234,7 @@ def test_headgate_worker_django_runs_the_projects_tasks(store_url: str,
             cwd=SITE, env=worker_env, stdout=subprocess.DEVNULL, stderr=err)
     try:
         got = run_site(env, """
-            done = settle(tasks.add.enqueue(2, 3))
+            done = settle(tasks.add.enqueue(2, 3), timeout=60)
             order = Order.objects.create(customer="ada")
             shipped = settle(tasks.ship.enqueue(order.pk))
             failed = settle(tasks.refuse.enqueue("no"))
@@ -242,6 +242,8 @@ def test_headgate_worker_django_runs_the_projects_tasks(store_url: str,
                 shipped=shipped.return_value, failed=failed.status,
                 error=failed.errors[0].exception_class_path)
         """)
+    except AssertionError as exc:  # say what the worker said (a start that failed)
+        raise AssertionError(f"{exc}\nworker's log:\n{log.read_text()}") from None
     finally:
         worker.terminate()
         try:
