@@ -43,7 +43,6 @@ import sqlite3
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -53,46 +52,16 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+from fixed_rate import Producer  # noqa: E402
 from worker import REC, Backend, WorkerProc, worker_env  # noqa: E402  (bench/worker.py)
+
+import headgate  # noqa: E402
 
 PHASES = ("clean", "held", "released")
 
 
 def log(*parts: object) -> None:
     print(*parts, file=sys.stderr, flush=True)
-
-
-class Producer(threading.Thread):
-    """Enqueues `rate` jobs a second, the due ones every tick, until stopped."""
-
-    def __init__(self, url: str, rate: float, tick_s: float) -> None:
-        super().__init__(name="producer", daemon=True)
-        self.url = url
-        self.rate = rate
-        self.tick_s = tick_s
-        self.produced = 0
-        self.errors: list[str] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        import headgate
-
-        store = headgate.open_store(self.url, migrate=False)
-        client = headgate.Client(store)
-        start = time.monotonic()
-        try:
-            while not self.stop.is_set():
-                due = int((time.monotonic() - start) * self.rate) - self.produced
-                if due > 0:
-                    try:
-                        client.enqueue_many([headgate.Envelope(kind="noop", queue="bench")
-                                             for _ in range(due)])
-                        self.produced += due
-                    except headgate.StoreUnavailable as exc:  # retried on the next tick
-                        self.errors.append(str(exc))
-                self.stop.wait(self.tick_s)
-        finally:
-            store.close()
 
 
 class Snapshot:
@@ -191,7 +160,8 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     done_file.unlink(missing_ok=True)
     gauges = Gauges(args.store, url, path)
     worker = WorkerProc(url, args.concurrency, env, tmp / "worker.log")
-    producer = Producer(url, args.rate, args.tick_ms / 1000)
+    producer = Producer(url, args.rate, args.tick_ms / 1000, lambda n: [
+        headgate.Envelope(kind="noop", queue="bench") for _ in range(n)])
     snapshot: Snapshot | None = None
     samples: list[dict[str, Any]] = []
     held_rows = None

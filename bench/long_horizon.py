@@ -230,44 +230,6 @@ class Tail:
         return [float(x) for x in data[:cut].split()]
 
 
-class Producer(threading.Thread):
-    """Enqueues `rate` jobs a second, the due ones every tick, until stopped; each
-    payload is the time of its enqueue call."""
-
-    def __init__(self, url: str, rate: float, tick_s: float, retention_ms: int) -> None:
-        super().__init__(name="producer", daemon=True)
-        self.url = url
-        self.rate = rate
-        self.tick_s = tick_s
-        self.retention_ms = retention_ms
-        self.produced = 0
-        self.errors: list[str] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        import headgate
-
-        store = headgate.open_store(self.url, migrate=False)
-        client = headgate.Client(store)
-        start = time.monotonic()
-        try:
-            while not self.stop.is_set():
-                due = int((time.monotonic() - start) * self.rate) - self.produced
-                if due > 0:
-                    stamp = b"%.6f" % time.time()
-                    try:
-                        client.enqueue_many([
-                            headgate.Envelope(kind="pickup", queue=QUEUE, payload=stamp,
-                                              retention_ms=self.retention_ms)
-                            for _ in range(due)])
-                        self.produced += due
-                    except headgate.StoreUnavailable as exc:  # retried on the next tick
-                        self.errors.append(str(exc))
-                self.stop.wait(self.tick_s)
-        finally:
-            store.close()
-
-
 class Monitor(threading.Thread):
     """Polls the server as a monitoring system would; keeps the polls of the current
     bucket and the last answer's finished-job counts."""
@@ -491,6 +453,8 @@ def run(args: argparse.Namespace, tmp: Path, out: Path) -> dict[str, Any]:
 
 def horizon(args: argparse.Namespace, url: str, path: str | None, rate: float, tmp: Path,
             out: Path) -> dict[str, Any]:
+    from fixed_rate import Producer
+
     import headgate
 
     env = child_env(tmp)
@@ -502,7 +466,9 @@ def horizon(args: argparse.Namespace, url: str, path: str | None, rate: float, t
                   "--log-level", "warning"], env, out / "serve.log")
     worker = worker_proc(url, args.concurrency, env, out / "worker.log")
     retention_ms = int(args.retention_s * 1000)
-    producer = Producer(url, rate, args.tick_ms / 1000, retention_ms)
+    producer = Producer(url, rate, args.tick_ms / 1000, lambda n: [  # payload: enqueue time
+        headgate.Envelope(kind="pickup", queue=QUEUE, payload=b"%.6f" % time.time(),
+                          retention_ms=retention_ms) for _ in range(n)])
     monitor = Monitor(base, args.poll_s)
     sizes = Sizes(args.store, url, path)
     rows: list[dict[str, Any]] = []
