@@ -215,6 +215,7 @@ def load_topics(store: Any, topics: set[str]) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     jobs = 0
+    rows: dict[str, Any] = {}  # job topic -> its job (or None), given its start below
     for topic in sorted(topics):
         parts = split_topic(topic)
         if parts is None:
@@ -254,13 +255,21 @@ def load_topics(store: Any, topics: set[str]) -> dict[str, Any]:
             jobs += 1
             if jobs > MAX_JOB_TOPICS:
                 continue
-            out[topic] = store.get_job(key) if kind == "job" else views.sheet_data(store, key)
+            if kind == "job":
+                rows[topic] = store.get_job(key)
+            else:
+                out[topic] = views.sheet_data(store, key)
         elif kind == "op":
             out[topic] = store.get_operation(key)
         elif kind == "newjobs":
             out[topic] = views.new_jobs_count(store, key)
         elif kind == "throughput":
             out[topic] = views.throughput_chart(store)
+    if rows:
+        # A row re-rendered live keeps its expected start: one forecast for all of them.
+        starts = views.expected_starts(store, [j for j in rows.values() if j is not None])
+        for topic, job in rows.items():
+            out[topic] = None if job is None else {"job": job, "start": starts.get(job.id)}
     return out
 
 
@@ -285,8 +294,11 @@ def render_topic(topic: str, data: Any, query: JobQuery | None = None) -> str:
         return ""
     kind, key = parts
     query = query or JobQuery()
+    starts = {}
+    if kind == "job" and data and data.get("start"):
+        starts = {data["job"].id: data["start"]}
     return flask.render_template("dashboard/_live.html", kind=kind, key=key, data=data,
-                                 topic=topic, query=query,
+                                 topic=topic, query=query, starts=starts,
                                  jobs_url=query.links(flask.url_for("dashboard.jobs")))
 
 

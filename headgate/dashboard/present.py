@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -248,10 +249,10 @@ def explain_sentences(exp: Explanation | None, job: Job, now: int | None = None)
 
 
 def tokens(value: Any) -> str:
+    """Whole tokens: admission spends them whole, so 0.4 of a token is none yet."""
     if value is None:
         return "?"
-    value = float(value)
-    return str(int(value)) if value.is_integer() or value < 0.01 else f"{value:.2f}"
+    return str(max(0, math.floor(float(value))))
 
 
 # -- lifecycle timeline -----------------------------------------------------------------

@@ -482,6 +482,18 @@ def test_live_fragments_render_out_of_band_for_every_topic(client: Any, store: A
         assert "deleted" in live.render_topic("job:gone-id", None)
 
 
+def test_a_job_row_sent_live_keeps_its_expected_start(client: Any, store: Any) -> None:
+    """A row re-rendered by a live frame (any commit, also another process's) is the row
+    the list drew, expected start included."""
+    store.upsert_rate_class("smtp", 5, 1000, 5)
+    store.heartbeat({"worker_id": "w-1", "queues": ["mail"], "concurrency": 4})
+    job_id = headgate.Client(store).enqueue("send_email", b"x", queue="mail", rate_class="smtp")
+    topic = f"job:{job_id}"
+    with client.application.test_request_context("/live"):
+        html = live.render_topic(topic, live.load_topics(store, {topic})[topic])
+    assert 'class="expected' in html and "starts " in html, html
+
+
 def test_cluster_links_only_queues_that_have_a_page(store: Any, client: Any) -> None:
     headgate.Client(store).enqueue("k", b"", queue="real q")
     store.heartbeat({"worker_id": "w", "queues": ["real q", "config only"], "concurrency": 1})
