@@ -11,7 +11,7 @@ concurrency limit of `--ceiling` running per partition, run by one in-process wo
 `--concurrency` slots whose handler sleeps `--run-ms`. A warm-up of `--warmup` jobs runs
 first so the store has measured the kind's run time.
 
-Predictions: `--rounds` times during the drain, the forecast (headgate/forecasting.py,
+Predictions: `--rounds` times during the drain, the forecast (headgate/services/forecasting.py,
 the same code behind GET /jobs/{id}/admission) is asked for `--samples / --rounds`
 waiting jobs drawn (by `--seed`) from the whole backlog; each prediction is kept with the
 store's clock at the time. When the queue has drained, each job's actual start (its
@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 import headgate  # noqa: E402
 from headgate.core import JobFilter, State  # noqa: E402
 from headgate.core.forecast import Change  # noqa: E402
-from headgate.forecasting import Forecaster  # noqa: E402
+from headgate.services.forecasting import Forecaster  # noqa: E402
 
 QUEUE = "bench-forecast"
 CLASS = "bench-forecast"

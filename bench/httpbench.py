@@ -4,8 +4,8 @@
         [--connections 8] [--pg-url postgresql://…/postgres]
 
 The ceiling: what the same server configuration answers for a trivial JSON
-POST route. It is started by `headgate.server.run_gunicorn` with the options
-`headgate.server.gunicorn_options` gives `headgate serve`, serving a three-line Flask app
+POST route. It is started by `headgate.services.server.run_gunicorn` with the options
+`headgate.services.server.gunicorn_options` gives `headgate serve`, serving a three-line Flask app
 (`POST /api/v1/jobs`: parse the JSON body, answer 201 with a small JSON object) with
 duties off, so the gunicorn options (one process, gthread, 16 threads, timeouts) are the
 very ones serve builds, whatever they become. headgate is `headgate serve --addr …
@@ -57,8 +57,8 @@ def ceiling_server(addr: str, threads: int, processes: int) -> None:
     """headgate's gunicorn configuration serving a trivial JSON POST route."""
     import flask
 
-    from headgate import server
-    from headgate.config import Settings
+    from headgate.services import server
+    from headgate.services.config import Settings
 
     def create_app() -> flask.Flask:
         app = flask.Flask("ceiling")

@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from headgate.adapters.sql import idempotency  # noqa: E402
+from headgate.adapters.shared import idempotency  # noqa: E402
 from headgate.adapters.sqlite.connection import Database  # noqa: E402
 from headgate.adapters.sqlite.store import SqliteStore  # noqa: E402
 from headgate.core import Envelope  # noqa: E402

@@ -82,7 +82,7 @@ FLAT_RATIO = 1.25
 PACE_SHARE = 0.9
 # Drawn in grey under a chart's own series.
 OVERLAY = {"completed": "produced", "retained_finished": "retained_expected"}
-RETENTION_TICK_S = 10.0  # the retention duty's interval (headgate.duties.DEFAULT_INTERVALS)
+RETENTION_TICK_S = 10.0  # the retention duty's interval (services.duties.DEFAULT_INTERVALS)
 
 # -- the worker app (runs inside the worker process) ------------------------------------
 

@@ -26,7 +26,7 @@ from playwright.sync_api import expect
 import headgate
 from headgate.core import Outcome
 from headgate.dashboard.demo import seed
-from headgate.scheduling import run_schedule_now
+from headgate.services.scheduling import run_schedule_now
 
 from .conftest import Server, start_server, stop_server
 

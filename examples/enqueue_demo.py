@@ -69,7 +69,7 @@ def main() -> None:
                     help="rounds of (report, 3 emails, payment, thumbnail)")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
-    from headgate.config import Settings
+    from headgate.services.config import Settings
 
     settings = Settings.from_env()
     if args.store:

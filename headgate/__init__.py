@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from headgate.client import CircuitBreaker, Client, EnqueueContext, Plugin
 from headgate.core import (
     Backpressure,
     CircuitOpen,
@@ -34,10 +33,11 @@ from headgate.core import (
     Unauthorized,
     fingerprint,
 )
+from headgate.services.client import CircuitBreaker, Client, EnqueueContext, Plugin
 from headgate.store import Store, open_store
 
 if TYPE_CHECKING:
-    from headgate.http_client import HttpClient
+    from headgate.services.http_client import HttpClient
     from headgate.tasks import (
         App,
         Backoff,
@@ -97,7 +97,7 @@ __all__ += [
 _LAZY = {
     **dict.fromkeys(_WORKER_NAMES, "headgate.worker"),
     **dict.fromkeys(_TASK_NAMES, "headgate.tasks"),
-    "HttpClient": "headgate.http_client",  # http.client and uuid, for HTTP producers only
+    "HttpClient": "headgate.services.http_client",  # http.client and uuid, for HTTP producers only
 }
 
 

@@ -15,11 +15,11 @@ import click
 from click.core import ParameterSource
 
 from headgate import __version__
-from headgate.config import ConfigError, Settings, redact_url, store_source
 from headgate.core import StoreUnavailable
+from headgate.services.config import ConfigError, Settings, redact_url, store_source
 
 if TYPE_CHECKING:
-    from headgate.server import ServedApp, ServerConfig
+    from headgate.services.server import ServedApp, ServerConfig
 
 # 2 = usage/configuration error, as click uses for bad arguments.
 EXIT_USAGE = 2
@@ -200,7 +200,7 @@ def serve(addr: str | None, store_url: str | None, threads: int, duties: bool,
     in-process worker (--workers N --app). Exit codes: 0 after SIGTERM/SIGINT, 2 for
     configuration errors, 69 when the store is unavailable (unreachable, not a database,
     its schema newer than this headgate, or behind it with migrations off)."""
-    from headgate.server import InProcessWorker, ServerConfig
+    from headgate.services.server import InProcessWorker, ServerConfig
 
     settings = _settings(store_url, migrate)
     addr = _bind_addr(settings, addr)
@@ -219,7 +219,7 @@ def _served_app(settings: Settings, *, background: bool) -> ServedApp:
     """serve's app: ``create_app``, its store opened now, and the API's producer (the
     duties fire periodic jobs through it)."""
     from headgate.api.context import api_state
-    from headgate.server import ServedApp
+    from headgate.services.server import ServedApp
     from headgate.web import create_app, get_store
 
     app = create_app(config=settings, background=background)
@@ -228,7 +228,7 @@ def _served_app(settings: Settings, *, background: bool) -> ServedApp:
 
 
 def _serve(config: ServerConfig) -> NoReturn:
-    from headgate import server
+    from headgate.services import server
 
     try:
         code = server.run_server(config, _served_app)
@@ -355,7 +355,7 @@ def demo(db_path: str, fresh: bool, addr: str | None, with_workers: bool,
     workers on it and serve the console — the fastest way to see headgate. Exit codes:
     as `headgate serve`."""
     from headgate.dashboard import demo as demo_mod
-    from headgate.server import ServerConfig
+    from headgate.services.server import ServerConfig
 
     settings = _settings(f"sqlite:///{db_path}", migrate=True)
     addr = _bind_addr(settings, addr)

@@ -21,7 +21,7 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler
 
 import headgate
 import headgate.api
-from headgate.config import Settings
+from headgate.services.config import Settings
 from headgate.store.port import Store
 from headgate.web import create_app
 

@@ -15,9 +15,9 @@ import time
 import flask
 from werkzeug.exceptions import HTTPException
 
-from headgate.config import Settings
-from headgate.duties import OperationsRunner
-from headgate.live import EventBroadcaster, ForeignChanges
+from headgate.services.config import Settings
+from headgate.services.duties import OperationsRunner
+from headgate.services.live import EventBroadcaster, ForeignChanges
 from headgate.store.port import Store
 from headgate.web import auth_throttle
 from headgate.web.globals import get_store
@@ -86,7 +86,7 @@ def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None
 
 def on_store_ready(app: flask.Flask, store: Store) -> None:
     """Start the services that need the store: the SSE broadcaster and the operations
-    runner (headgate/live.py, headgate/duties.py)."""
+    runner (headgate/services/live.py, headgate/services/duties.py)."""
     state = api_state(app)
     if state.broadcaster is None:
         # SQLite's signal hears only this process: the broadcaster also watches the

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import flask
 
-from headgate.config import Settings
+from headgate.services.config import Settings
 from headgate.web import auth_throttle
 
 from .errors import ApiError

@@ -18,10 +18,17 @@ from typing import Any
 import flask
 
 import headgate
-from headgate.client import Authorizer, CircuitBreaker, Client, InsertHook, Middleware, Plugin
-from headgate.config import Settings
-from headgate.duties import OperationsRunner
-from headgate.live import EventBroadcaster
+from headgate.services.client import (
+    Authorizer,
+    CircuitBreaker,
+    Client,
+    InsertHook,
+    Middleware,
+    Plugin,
+)
+from headgate.services.config import Settings
+from headgate.services.duties import OperationsRunner
+from headgate.services.live import EventBroadcaster
 from headgate.store.port import Store
 from headgate.web.globals import get_store
 from headgate.worker.remote import RemoteWorkers

@@ -1,7 +1,7 @@
 """GET /api/v1/events: one Server-Sent Events stream for a whole UI (never per-panel
 polling).
 
-The events come from the app's `EventBroadcaster` (`headgate/live.py`, a service: its
+The events come from the app's `EventBroadcaster` (`headgate/services/live.py`, a service: its
 thread coalesces the store's activity and, on SQLite, looks for other processes'
 commits while a stream is open). This module only streams them: a client reconnecting
 with `Last-Event-ID` gets what it missed from the broadcaster's ring (replay on attach),
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import flask
 
-from headgate.live import EventBroadcaster
+from headgate.services.live import EventBroadcaster
 
 from .blueprint import bp
 from .context import api_state

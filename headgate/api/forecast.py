@@ -13,7 +13,7 @@ from typing import Any
 import flask
 
 from headgate.core.forecast import MAX_LIMIT, MAX_SLOTS, Change
-from headgate.forecasting import Forecaster
+from headgate.services.forecasting import Forecaster
 
 from .blueprint import bp, json_response
 from .context import store

@@ -24,7 +24,7 @@ from headgate.core.cursors import decode_cursor
 from headgate.core.forecast import Prediction
 from headgate.core.ids import new_id
 from headgate.core.job_search import parse_search
-from headgate.forecasting import Forecaster
+from headgate.services.forecasting import Forecaster
 from headgate.web.segments import Segment
 
 from . import idempotency

@@ -1,7 +1,7 @@
 """Bulk operations: POST /jobs/bulk and GET /operations/{id}.
 
 The store records an operation and executes it in bounded batches. Where no duty
-runner owns that, the app's `OperationsRunner` (`headgate/duties.py`) does; a route
+runner owns that, the app's `OperationsRunner` (`headgate/services/duties.py`) does; a route
 that creates an operation wakes it, so the work starts at once.
 """
 

@@ -1,6 +1,6 @@
 """Periodic schedules: list, upsert (validated here: the schedule grammar incl. CRON_TZ),
 delete, enqueue events, and run-now. Storage belongs to the store, firing to
-headgate.scheduling; this module is the HTTP surface."""
+headgate.services.scheduling; this module is the HTTP surface."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import flask
 
 from headgate.core import EnqueueForbidden, Envelope, schedule_spec
 from headgate.core.policy import ON_MISSED
-from headgate.scheduling import run_schedule_now
+from headgate.services.scheduling import run_schedule_now
 
 from .blueprint import bp, empty_ok, json_response, no_content
 from .context import (

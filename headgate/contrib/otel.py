@@ -41,9 +41,9 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from headgate.client import Client, EnqueueContext, Next
 from headgate.core import Envelope, Job, Outcome
-from headgate.http_client import HttpClient
+from headgate.services.client import Client, EnqueueContext, Next
+from headgate.services.http_client import HttpClient
 from headgate.tasks import App
 from headgate.worker import Worker
 from headgate.worker.execution import Decision

@@ -7,7 +7,7 @@ at most once per window however many workers report one, because every attempt a
 in flight when the downstream filled up reports it too; each window in which jobs of the
 class succeeded adds ``increase_step`` (never past ``max``), so the limit probes back up
 until the downstream pushes back again. The store applies these rules in its own
-transactions (adapters/sql/adaptive.py), so every host follows one limit.
+transactions (adapters/shared/adaptive.py), so every host follows one limit.
 
 Pure: no clock is read here; callers pass the store's.
 """

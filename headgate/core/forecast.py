@@ -1,7 +1,7 @@
 """When will a waiting job start, and what would a policy change do: a model of
 admission over a snapshot of the store's numbers (docs/forecast.md).
 
-Pure: the caller (headgate/forecasting.py) reads the snapshot, this module only
+Pure: the caller (headgate/services/forecasting.py) reads the snapshot, this module only
 computes. The model is a fluid one. A queue admits at a rate set by what binds first:
 
 - its workers' slots (the live workers that serve it, their concurrency shared between

@@ -2,7 +2,7 @@
 search box, so both accept the same searches and refuse the rest in the same words
 (docs/api.md, Search `q`): space-separated `field:value` terms, ANDed; a bare term matches
 kind by prefix. `payload:` terms are checked on decoded payloads by the store, within
-its scan bound (adapters/sql/job_pages.py)."""
+its scan bound (adapters/shared/job_pages.py)."""
 
 from __future__ import annotations
 

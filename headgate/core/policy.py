@@ -10,7 +10,7 @@ from __future__ import annotations
 SATURATION_STRATEGIES = ("queue", "discard", "cancel_incoming", "cancel_running")
 
 # What a periodic schedule does with ticks that came while nobody fired it;
-# headgate.scheduling decides what each means.
+# headgate.services.scheduling decides what each means.
 ON_MISSED = ("skip", "run_once", "backfill")
 
 # Operator signals a worker takes on its next heartbeat.

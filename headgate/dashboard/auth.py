@@ -43,7 +43,7 @@ import flask
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 
 from headgate.api.auth import Caller, TokenSet
-from headgate.config import Settings
+from headgate.services.config import Settings
 
 SESSION_TOKEN = "hg_token"
 SESSION_CSRF = "hg_csrf"

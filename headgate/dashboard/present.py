@@ -574,7 +574,7 @@ def attempts(job: Job) -> list[dict[str, Any]]:
             for i, e in reversed(list(enumerate(job.errors)))]
 
 
-# -- expected starts (headgate/forecasting.py) ---------------------------------------------
+# -- expected starts (headgate/services/forecasting.py) -------------------------------
 
 NO_START = {
     "queue_paused": "No expected start: its queue is paused.",

@@ -22,7 +22,7 @@ from headgate.core import HeadgateError, Job, JobFilter, JobPage, State, drain, 
 from headgate.core.adaptive import HISTORY_SHOWN_MS
 from headgate.core.latency import summaries, window_start
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
-from headgate.forecasting import Forecaster
+from headgate.services.forecasting import Forecaster
 from headgate.web import auth_throttle
 from headgate.web.errors import error_response
 from headgate.web.globals import get_store

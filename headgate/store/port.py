@@ -293,7 +293,7 @@ class Maintenance(StoreBasics, Protocol):
     @abstractmethod
     def release_duty(self, name: str, holder: str) -> None: ...
 
-    # Firing (headgate/scheduling.py, a service) is several transactions per schedule;
+    # Firing (headgate/services/scheduling.py, a service) is several transactions per schedule;
     # these are its steps, each one transaction.
     @abstractmethod
     def due_schedules(self, now_ms: int, limit: int) -> list[dict[str, Any]]:

@@ -31,9 +31,10 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
-from headgate.client import DEFAULT_CONTEXT, Client, chain
-from headgate.client import Middleware as ProducerMiddleware
-from headgate.config import (
+from headgate.core import EnqueueForbidden, Envelope, InvalidInput, schedule_spec
+from headgate.services.client import DEFAULT_CONTEXT, Client, chain
+from headgate.services.client import Middleware as ProducerMiddleware
+from headgate.services.config import (
     ConfigError,
     Settings,
     display_store_url,
@@ -43,8 +44,7 @@ from headgate.config import (
     store_source,
     url_of_store,
 )
-from headgate.core import EnqueueForbidden, Envelope, InvalidInput, schedule_spec
-from headgate.http_client import HttpClient
+from headgate.services.http_client import HttpClient
 from headgate.store import open_store
 from headgate.store.port import Store
 from headgate.worker import Worker

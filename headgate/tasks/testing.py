@@ -46,10 +46,10 @@ from pathlib import Path
 from typing import Protocol
 
 from headgate.adapters.sqlite.store import SqliteStore
-from headgate.client import Client
 from headgate.core import InvalidInput, Job, JobFilter, State
-from headgate.http_client import HttpClient
-from headgate.scheduling import fire_due_schedules
+from headgate.services.client import Client
+from headgate.services.http_client import HttpClient
+from headgate.services.scheduling import fire_due_schedules
 from headgate.store import open_store
 from headgate.store.port import Store
 from headgate.worker import Worker

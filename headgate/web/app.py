@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 import flask
 
 from headgate import api, dashboard
-from headgate.config import Settings
+from headgate.services.config import Settings
 
 from . import guards, proxies
 from .globals import LOCK_KEY, ON_STORE_READY_KEY, SETTINGS_KEY, STORE_KEY, get_store
 
 if TYPE_CHECKING:
-    from headgate.client import Authorizer, CircuitBreaker, InsertHook, Middleware, Plugin
+    from headgate.services.client import Authorizer, CircuitBreaker, InsertHook, Middleware, Plugin
 
 __all__ = ["STORE_KEY", "create_app", "get_store"]
 

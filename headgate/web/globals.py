@@ -15,7 +15,7 @@ from typing import Any
 
 import flask
 
-from headgate.config import Settings
+from headgate.services.config import Settings
 from headgate.store import open_store
 
 STORE_KEY = "headgate.store"

@@ -25,7 +25,7 @@ from urllib.parse import unquote_to_bytes, urlsplit
 
 import flask
 
-from headgate.config import Settings, is_loopback_host
+from headgate.services.config import Settings, is_loopback_host
 
 from .errors import error_response
 from .segments import MARKED

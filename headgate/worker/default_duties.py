@@ -5,7 +5,7 @@ A deployment of workers alone must recover crashed jobs and keep the store bound
 (``duties=False``, ``--no-duties``). Each runs under its singleton duty lease in the
 store: any number of workers and servers on one database elect one runner per duty, and
 a holder that dies is replaced after the lease's TTL (3 ticks, at least 3 s). The runner
-is the shared ``headgate.duties.DutyRunner`` (the one ``headgate serve`` uses); APScheduler
+is the shared ``headgate.services.duties.DutyRunner`` (the one ``headgate serve`` uses); APScheduler
 is imported only when a worker with duties starts.
 
 What a worker runs by default, and why:
@@ -30,7 +30,7 @@ with ``--no-duties`` runs them itself in the background; a worker taking them ov
 there would run them beside it.
 
 The fast duties (reclaimer, promoter, scheduler) tick every ``duty_interval_ms``; the
-others keep their standard intervals (``headgate.duties.DEFAULT_INTERVALS``).
+others keep their standard intervals (``headgate.services.duties.DEFAULT_INTERVALS``).
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from headgate.core import InvalidInput
-from headgate.duties import DEFAULT_INTERVALS, DEFAULT_RESIGN_COOLDOWN_MS, DutyRunner
+from headgate.services.duties import DEFAULT_INTERVALS, DEFAULT_RESIGN_COOLDOWN_MS, DutyRunner
 from headgate.store.port import Store
 
 if TYPE_CHECKING:
-    from headgate.client import Client
+    from headgate.services.client import Client
 
 WORKER_DUTIES = ("reclaimer", "promoter", "scheduler", "retention", "worker_aging", "history")
 FAST_DUTIES = ("reclaimer", "promoter", "scheduler")

@@ -19,8 +19,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from headgate.services.streak import FailureStreak
 from headgate.store.port import Admission
-from headgate.streak import FailureStreak
 
 from .attempts import NOT_OURS, Inflight
 from .run_state import EXIT_OK, EXIT_RESTART, STATUS_RESTARTING, STATUS_STOPPING, Control

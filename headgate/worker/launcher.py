@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from headgate.config import (
+from headgate.services.config import (
     ConfigError,
     Settings,
     display_store_url,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from headgate.core import State
-from headgate.forecasting import Forecaster
+from headgate.services.forecasting import Forecaster
 
 if TYPE_CHECKING:
     from api_helpers import Api

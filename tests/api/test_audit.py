@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from support import wait_for
 
-from headgate.config import (
+from headgate.services.config import (
     DEFAULT_AUDIT_RETENTION_MS,
     ConfigError,
     Settings,
     read_tokens_file,
 )
-from headgate.duties import DutyRunner
+from headgate.services.duties import DutyRunner
 
 if TYPE_CHECKING:
     from collections.abc import Callable

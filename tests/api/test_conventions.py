@@ -16,7 +16,7 @@ import requests
 import headgate
 from headgate import StoreUnavailable
 from headgate.api.blueprint import READ_POSTS
-from headgate.config import Settings
+from headgate.services.config import Settings
 
 if TYPE_CHECKING:
     from api_helpers import Api
@@ -254,7 +254,7 @@ def test_tokens_file(tmp_path) -> None:
     assert "full-one" not in repr(s)
     assert s.remote_bind_refusal("0.0.0.0:8080") is None
     path.write_text("tok admin\n")
-    with pytest.raises(headgate.config.ConfigError, match="line 1"):
+    with pytest.raises(headgate.services.config.ConfigError, match="line 1"):
         Settings.from_env({"HG_API_TOKENS_FILE": str(path)})
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from headgate.api.events import stream
-from headgate.live import EventBroadcaster
+from headgate.services.live import EventBroadcaster
 from headgate.store.activity import ActivityHub
 
 if TYPE_CHECKING:

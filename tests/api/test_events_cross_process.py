@@ -17,7 +17,7 @@ from test_events import SseReader, open_stream
 import headgate
 from headgate import Store
 from headgate.api.events import stream
-from headgate.live import EventBroadcaster, ForeignChanges
+from headgate.services.live import EventBroadcaster, ForeignChanges
 
 if TYPE_CHECKING:
     from api_helpers import Api, Servers

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
-from headgate.config import Settings
+from headgate.services.config import Settings
 
 if TYPE_CHECKING:
     from api_helpers import Api

@@ -187,7 +187,7 @@ def test_expired_unique_keys_are_pruned_by_retention_and_reported(api: Api) -> N
     their window stay; /system/storage reports both figures."""
     import base64
 
-    from headgate.duties import DutyRunner
+    from headgate.services.duties import DutyRunner
 
     def key(text: str) -> str:
         return base64.b64encode(text.encode()).decode()

@@ -51,12 +51,12 @@ from hypothesis import strategies as st
 import headgate
 from headgate.api import auth as api_auth
 from headgate.api.blueprint import READ_POSTS
-from headgate.config import Settings
 from headgate.core import Outcome
 from headgate.dashboard import auth as console_auth
 from headgate.dashboard import live
 from headgate.dashboard.demo import Seeded, seed
-from headgate.scheduling import run_schedule_now
+from headgate.services.config import Settings
+from headgate.services.scheduling import run_schedule_now
 from headgate.web import create_app
 from headgate.web.auth_throttle import FailedAttempts
 
@@ -345,7 +345,7 @@ def test_the_cli_refuses_a_non_loopback_bind_without_tokens(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import headgate.cli as cli
-    import headgate.server as server
+    import headgate.services.server as server
 
     started: list[Settings] = []
     monkeypatch.setattr(server, "run_server",
@@ -462,7 +462,7 @@ def test_gunicorn_is_configured_without_an_access_log_or_header_fields(
     one on, names no request header (so never Authorization or Cookie)."""
     from gunicorn.app.base import BaseApplication
 
-    from headgate import server
+    from headgate.services import server
 
     captured: list[Any] = []
     monkeypatch.setattr(BaseApplication, "run", lambda self: captured.append(self.cfg))
@@ -1367,7 +1367,7 @@ def test_an_enqueue_middleware_failure_is_a_json_500_naming_it(
         "middleware": {"middleware": [_raise]},
         "insert_hook": {"insert_hooks": [BrokenHook()]},
         "authorizer": {"enqueue_authorizer": _raise},
-        "plugin": {"plugins": [headgate.client.Plugin("broken", middleware=[_raise])]},
+        "plugin": {"plugins": [headgate.services.client.Plugin("broken", middleware=[_raise])]},
     }[hook]
     caplog.set_level(logging.ERROR, logger="headgate.api")
     api = make_api(**kwargs)

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import headgate
-from headgate.config import Settings, read_tokens_file
 from headgate.core import State
-from headgate.duties import DutyRunner
+from headgate.services.config import Settings, read_tokens_file
+from headgate.services.duties import DutyRunner
 from headgate.worker.remote import RemoteWorkers
 
 if TYPE_CHECKING:
@@ -505,7 +505,7 @@ def test_tokens_file_worker_lines(tmp_path: Any) -> None:
     assert not loopback_only(only_workers)
     assert Settings().remote_bind_refusal("0.0.0.0:8080") is not None
     path.write_text("tok-eeeeeeeeeeee rw queues=mail\n")
-    with pytest.raises(headgate.config.ConfigError, match="line 1: queues= is for worker"):
+    with pytest.raises(headgate.services.config.ConfigError, match="line 1: queues= is for worker"):
         read_tokens_file(str(path))
 
 

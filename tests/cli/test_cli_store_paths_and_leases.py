@@ -13,8 +13,8 @@ from support import headgate_cmd
 
 import headgate
 from headgate import Store, Worker
-from headgate.config import ConfigError, Settings
 from headgate.core import InvalidInput
+from headgate.services.config import ConfigError, Settings
 from headgate.worker.runtime import MIN_LEASE_MS
 
 TESTS_DIR = Path(__file__).resolve().parents[1]

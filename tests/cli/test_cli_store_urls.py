@@ -15,7 +15,7 @@ from conftest import pg_available
 from support import headgate_cmd
 
 import headgate
-from headgate.config import ConfigError, Settings, same_store
+from headgate.services.config import ConfigError, Settings, same_store
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 RELATIVE_RULE = "sqlite:///relative/path.db"

@@ -19,11 +19,11 @@ import pytest
 from support import wait_for
 
 import headgate
-from headgate.config import Settings
 from headgate.core import Explanation, Outcome, State
 from headgate.dashboard import live, present
 from headgate.dashboard.demo import Seeded, seed
 from headgate.dashboard.query import JobQuery
+from headgate.services.config import Settings
 from headgate.web import create_app
 
 XSS = "<script>alert(1)</script>"

@@ -15,9 +15,9 @@ import pytest
 
 import headgate
 from headgate import Outcome
-from headgate.config import Settings
 from headgate.core.adaptive import Adaptive
 from headgate.dashboard import charts
+from headgate.services.config import Settings
 from headgate.web import create_app
 
 BOUNDS = Adaptive(2, 40, 0.8, 1)

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import headgate
-from headgate.config import Settings
 from headgate.dashboard import present
+from headgate.services.config import Settings
 from headgate.web import create_app
 
 Q = "mail"

@@ -19,9 +19,9 @@ import pytest
 from markupsafe import escape
 
 import headgate
-from headgate.config import Settings
 from headgate.core import Outcome
 from headgate.dashboard import live
+from headgate.services.config import Settings
 from headgate.web import create_app
 
 DEEP = b"[" * 5000 + b"]" * 5000

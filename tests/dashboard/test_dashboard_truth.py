@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import headgate
-from headgate.config import Settings
 from headgate.core import Outcome
 from headgate.dashboard import present
+from headgate.services.config import Settings
 from headgate.web import create_app
 
 

@@ -594,7 +594,7 @@ def embedded(store_url: str, backend: str) -> Any:
     from werkzeug.serving import make_server
 
     from headgate import open_store
-    from headgate.config import Settings
+    from headgate.services.config import Settings
     from headgate.web import create_app
 
     parts = urlsplit(store_url)

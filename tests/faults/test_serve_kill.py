@@ -17,7 +17,7 @@ from faultkit import (
 
 import headgate
 from headgate import State, Store
-from headgate.duties import DEFAULT_INTERVALS, MIN_TTL_MS
+from headgate.services.duties import DEFAULT_INTERVALS, MIN_TTL_MS
 
 # serve's duty leases: TTL = max(MIN_TTL_MS, 3 intervals) for the 1 s duties.
 DUTY_TTL_S = max(MIN_TTL_MS / 1000, 3 * DEFAULT_INTERVALS["reclaimer"])

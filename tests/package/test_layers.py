@@ -37,15 +37,7 @@ LAYER_OF = {
     # The package facade: the core types, open_store, Client, HttpClient eagerly and
     # the worker and task names on first use; a service for everything that imports it.
     "headgate": "services",
-    "headgate.client": "services",
-    "headgate.http_client": "services",
-    "headgate.config": "services",
-    "headgate.streak": "services",
-    "headgate.scheduling": "services",
-    "headgate.forecasting": "services",
-    "headgate.duties": "services",
-    "headgate.live": "services",
-    "headgate.server": "services",
+    "headgate.services": "services",
     "headgate.worker": "services",
     "headgate.tasks": "services",
     "headgate.contrib": "services",
@@ -169,6 +161,35 @@ def test_the_web_layer_reaches_the_store_through_the_port() -> None:
     adapters = sorted(_where(imp) for imp in IMPORTS
                       if layer(imp.source) == "web" and layer(imp.target) == "adapters")
     assert adapters == []
+
+
+def test_shared_adapter_code_imports_no_engine() -> None:
+    """adapters/shared/ is what both engines run; each engine's own policy lives in its
+    folder, so shared code naming an engine package would hide which engine a rule is for."""
+    engines = ("headgate.adapters.sqlite", "headgate.adapters.postgres")
+    crossing = sorted(_where(imp) for imp in IMPORTS
+                      if imp.source.startswith("headgate.adapters.shared")
+                      and imp.target.startswith(engines))
+    assert crossing == []
+
+
+def test_one_engine_imports_nothing_of_the_other() -> None:
+    pairs = (("headgate.adapters.sqlite", "headgate.adapters.postgres"),
+             ("headgate.adapters.postgres", "headgate.adapters.sqlite"))
+    crossing = sorted(_where(imp) for imp in IMPORTS for a, b in pairs
+                      if imp.source.startswith(a) and imp.target.startswith(b))
+    assert crossing == []
+
+
+def test_no_shared_module_asks_which_engine_it_runs_on() -> None:
+    """The engine differences are the dialect's methods and attributes, one object per
+    engine; shared code never compares the dialect's name."""
+    asked = [f"{path.relative_to(ROOT.parent)}:{node.lineno}"
+             for name, path in MODULES.items() if name.startswith("headgate.adapters.shared")
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Attribute) and node.attr == "name"
+             and isinstance(node.value, ast.Attribute) and node.value.attr == "dialect"]
+    assert asked == []
 
 
 def test_the_allow_lists_name_imports_that_exist() -> None:
@@ -334,7 +355,7 @@ def test_api_modules_own_no_engine_threads() -> None:
 
 
 def test_the_thread_check_finds_a_thread() -> None:
-    probe = ROOT / "duties.py"
+    probe = ROOT / "services" / "duties.py"
     assert _thread_owners(probe) != []
 
 

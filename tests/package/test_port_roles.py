@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import headgate
-from headgate.client import Client
-from headgate.duties import OperationsRunner, advance_operations
-from headgate.live import ForeignChanges
+from headgate.services.client import Client
+from headgate.services.duties import OperationsRunner, advance_operations
+from headgate.services.live import ForeignChanges
 from headgate.store import port
 from headgate.worker.acks import AckQueue
 from headgate.worker.dispatcher import Dispatcher

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from headgate.config import ConfigError, Settings, redact_url
+from headgate.services.config import ConfigError, Settings, redact_url
 
 
 def test_defaults_are_sqlite_on_loopback() -> None:

@@ -25,9 +25,9 @@ import pytest
 
 import headgate
 from headgate import Client, Outcome, Store
-from headgate import duties as duties_module
-from headgate.client import EnqueueContext
-from headgate.duties import MIN_TTL_MS, STANDARD_DUTIES, DutyRunner
+from headgate.services import duties as duties_module
+from headgate.services.client import EnqueueContext
+from headgate.services.duties import MIN_TTL_MS, STANDARD_DUTIES, DutyRunner
 
 FAST = 0.2  # seconds between ticks in these tests
 FAST_INTERVALS = {name: FAST for name in STANDARD_DUTIES}
@@ -36,7 +36,7 @@ LEASE_S = max(MIN_TTL_MS / 1000, 3 * FAST)
 SCRIPT = textwrap.dedent("""
     import json, signal, sys, threading
     import headgate
-    from headgate.duties import DutyRunner, STANDARD_DUTIES
+    from headgate.services.duties import DutyRunner, STANDARD_DUTIES
 
     store = headgate.open_store(sys.argv[1], migrate=False)
     runner = DutyRunner(store, holder=sys.argv[2],

@@ -1,5 +1,5 @@
 """Periodic schedules: firing and run-now through
-headgate.scheduling, events. Storage and the firing steps at the store port are
+headgate.services.scheduling, events. Storage and the firing steps at the store port are
 tests/store/test_port_periodic.py.
 
 Real databases and real time: schedules tick every few hundred milliseconds and the
@@ -18,9 +18,9 @@ import pytest
 
 import headgate
 from headgate import Client, Store
-from headgate.client import EnqueueContext
 from headgate.core import InvalidInput, NotFound
-from headgate.scheduling import fire_due_schedules, run_schedule_now
+from headgate.services.client import EnqueueContext
+from headgate.services.scheduling import fire_due_schedules, run_schedule_now
 
 
 def sched(id: str = "s1", spec: str = "@every:200", **fields: Any) -> dict[str, Any]:

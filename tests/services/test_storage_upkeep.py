@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from support import wait_for
 
-from headgate.config import DEFAULT_HISTORY_RETENTION_MS
-from headgate.duties import DutyRunner
+from headgate.services.config import DEFAULT_HISTORY_RETENTION_MS
+from headgate.services.duties import DutyRunner
 
 if TYPE_CHECKING:
     from api_helpers import Api

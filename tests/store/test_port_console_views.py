@@ -9,7 +9,7 @@ import json
 import pytest
 
 from headgate import Client, Envelope, JobFilter, Outcome, Store
-from headgate.adapters.sql import job_pages
+from headgate.adapters.shared import job_pages
 from headgate.core import AckRequest, InvalidInput
 from headgate.core.job_search import parse_search
 from headgate.core.latency import summaries

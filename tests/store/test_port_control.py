@@ -9,7 +9,7 @@ import time
 import pytest
 
 from headgate import Client, JobFilter, Outcome, State, Store
-from headgate.adapters.sql import idempotency
+from headgate.adapters.shared import idempotency
 from headgate.core import InvalidInput, InvalidTransition, NotFound
 
 

@@ -565,7 +565,7 @@ def test_edit_payload_changes_fingerprint(store: Store, client: Client,
 # -- sweeps -------------------------------------------------------------------------------
 
 def test_promote_due(store: Store, client: Client, chk: Checker) -> None:
-    soon = client.enqueue("work", b"soon", scheduled_at_ms=store.now_ms() + 100)
+    soon = client.enqueue("work", b"soon", scheduled_at_ms=store.now_ms() + 1_500)
     later = client.enqueue("work", b"later", scheduled_at_ms=store.now_ms() + 600_000)
     assert store.promote_due() == 0
     wait_until(store, get(store, soon).scheduled_at_ms)

@@ -1,5 +1,5 @@
 """Periodic schedules at the port: storage (upsert, validation, re-anchoring)
-and the one-transaction steps the scheduler service (headgate/scheduling.py) fires
+and the one-transaction steps the scheduler service (headgate/services/scheduling.py) fires
 with: due_schedules, enqueue_tick with its compare-and-set step, record_schedule_events,
 park_schedule and the run-now keys. Firing policy itself is
 tests/services/test_periodic_firing.py."""

@@ -215,7 +215,7 @@ def _ping(store: headgate.Store) -> bool:
 
 
 def test_poll_only_is_chosen_by_environment(pg_url: str) -> None:
-    from headgate.config import Settings
+    from headgate.services.config import Settings
 
     settings = Settings.from_env({"HG_STORE": "pg", "HG_PG": pg_url, "HG_PG_POLL_ONLY": "1"})
     store = open_store(settings.store_url(), **settings.store_options())

@@ -18,7 +18,7 @@ from psycopg.pq import Trace
 
 from headgate import Backpressure, Envelope, Store, open_store
 from headgate.adapters.postgres.connection import translate
-from headgate.adapters.sql import idempotency
+from headgate.adapters.shared import idempotency
 
 pytestmark = pytest.mark.skipif(not pg_available(), reason="HG_TEST_PG not set")
 

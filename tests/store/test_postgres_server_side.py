@@ -1,10 +1,11 @@
-"""PostgreSQL's server-side admission and acks (headgate/db/postgres/0005_server_admission.sql).
+"""PostgreSQL's server-side admission and acks (headgate/db/postgres/functions/admit.sql).
 
-The function must decide exactly what the shared Python admission (sql/admission.py,
-SQLite's) decides: a differential test replays the same random scenarios through both,
-each on its own fresh database, and compares every claim and every piece of persisted
-policy state. The rest covers what the store-level suites do not: lost leases and the
-other effects of plain successes applied inside the combined call.
+The function must decide exactly what SQLite's Python admission decides
+(adapters/sqlite/admission.py, engine-neutral SQL, run here on a PostgreSQL
+connection): a differential test replays the same random scenarios through both, each on
+its own fresh database, and compares every claim and every piece of persisted policy
+state. The rest covers what the store-level suites do not: lost leases and the other
+effects of plain successes applied inside the combined call.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from support import jobs_index_reads, jobs_index_reads_since, wait_for
 
 import headgate
 from headgate import Envelope, State, open_store
-from headgate.adapters.sql import admission as shared_admission
+from headgate.adapters.sqlite import admission as python_admission
 from headgate.core import AckRequest, Claim
 
 pytestmark = pytest.mark.skipif(not pg_available(), reason="HG_TEST_PG not set")
@@ -63,7 +64,7 @@ class Side:
                 conn.dialect.lock_queues(
                     conn, sorted({r.claim.job.queue for r in requests} | set(queues)))
                 lost, _ = self.store._apply_acks(conn, now, requests)
-                claims = shared_admission.admit(conn, now, worker, queues, capacity, 30_000,
+                claims = python_admission.admit(conn, now, worker, queues, capacity, 30_000,
                                                 quantum)
         acked = {self.held.pop(p).job.id: p for p in acks}
         for c in claims:
@@ -79,7 +80,7 @@ class Side:
         else:
             with self.store.db.write() as (conn, now):
                 conn.dialect.lock_queues(conn, [queue])
-                claims = shared_admission.admit(conn, now, worker, [queue], capacity, 30_000,
+                claims = python_admission.admit(conn, now, worker, [queue], capacity, 30_000,
                                                 None)
         for c in claims:
             assert c.job.payload is not None

@@ -20,7 +20,7 @@ import pytest
 
 import headgate.adapters.migrations as generated
 from headgate import Client, Store, open_store
-from headgate.adapters.sql.rows import JOB_FIELDS
+from headgate.adapters.shared.rows import JOB_FIELDS
 from headgate.core import Outcome
 from headgate.core.latency import INF, LATENCY_BOUNDS_MS
 from headgate.core.schema_constants import HISTORY_BUCKET_MS, SQL_CONSTANTS

@@ -13,7 +13,7 @@ import pytest
 from support import headgate_cmd
 
 import headgate
-from headgate.config import ConfigError
+from headgate.services.config import ConfigError
 
 SERVER = "http://127.0.0.1:9"  # never contacted: no enqueue happens here
 MODULE = f'''

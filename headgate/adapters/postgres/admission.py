@@ -5,7 +5,7 @@ same statement.
 Why a function: evaluated from Python, an admit is ~10 statements and an ack+admit
 ~15–20, each a network round trip while the queues' admission locks are held; py-spy
 put about half of a draining worker's time in psycopg waiting. The function is the same
-decision as headgate/adapters/sql/admission.py (which SQLite keeps): PostgreSQL's
+decision as headgate/adapters/sqlite/admission.py (which SQLite keeps): PostgreSQL's
 admission lives in the SQL file, SQLite's in that module, and a change to the policy
 must be made in both (a differential test holds the function, its early exit for a pure
 admit included, to the shared decision). explain_admission is a dry run of the function's
@@ -24,15 +24,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from headgate.adapters.sql import adaptive
-from headgate.adapters.sql.admission import (
+from headgate.adapters.shared import adaptive
+from headgate.adapters.shared.admission_limits import (
     MAX_SCAN_PER_PARTITION,
     PROMOTE_PER_ADMIT,
     SCAN_BATCH_EXTRA,
     validate_admit_args,
 )
-from headgate.adapters.sql.lifecycle import plain_success, succeeded_classes
-from headgate.adapters.sql.rows import row_to_job
+from headgate.adapters.shared.lifecycle import plain_success, succeeded_classes
+from headgate.adapters.shared.rows import row_to_job
 from headgate.core import AckRequest, Claim, Explanation
 from headgate.core.envelope import MAX_PAYLOAD
 from headgate.core.ids import new_lease_id

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import psycopg
 import psycopg_pool
 
-from headgate.adapters.sql.enqueue import EnqueueResult
+from headgate.adapters.shared.enqueue_rows import EnqueueResult
 from headgate.core import Envelope
 
 from .connection import ADAPTERS

@@ -23,7 +23,7 @@ from typing import cast
 
 import psycopg
 
-from headgate.adapters.sql.enqueue import EnqueueResult, _insert_row
+from headgate.adapters.shared.enqueue_rows import EnqueueResult, insert_row
 from headgate.core import Envelope
 
 from .connection import CLOCK
@@ -66,7 +66,7 @@ def copy_batch(raw: psycopg.Connection, envs: Sequence[Envelope],
             return None
         with raw.cursor() as cur, cur.copy(COPY_JOBS) as rows:
             for env in envs:
-                rows.write_row(_insert_row(env, now))
+                rows.write_row(insert_row(env, now))
     except psycopg.errors.UniqueViolation:
         raw.execute("ROLLBACK")  # an id that exists: a replay or a conflict
         return None

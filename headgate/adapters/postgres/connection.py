@@ -23,12 +23,12 @@ from psycopg.adapt import AdaptersMap
 from psycopg.pq import TransactionStatus
 from psycopg.types.array import ListBinaryDumper
 
-from headgate.adapters.dialect import POSTGRES
 from headgate.adapters.migrations import function_files, has_statements, migrations
 from headgate.adapters.migrations import known_versions as migration_versions
-from headgate.adapters.sql.conn import Cursor
+from headgate.adapters.shared.conn import Cursor
 from headgate.core import InvalidInput
 
+from .dialect import POSTGRES
 from .outage import Reachability, connection_lost, first_line, unavailable
 
 log = logging.getLogger("headgate.postgres")

@@ -2,7 +2,7 @@
 (headgate/db/postgres/functions/enqueue.sql), which checks ids, quarantine, unique keys
 and backpressure, inserts (the insert trigger counts the jobs and their arrivals) and
 sends the wake-up NOTIFY inside the same transaction: PostgreSQL's statement of the
-enqueue policy, as headgate/adapters/sql/enqueue.py is SQLite's.
+enqueue policy, as headgate/adapters/sqlite/enqueue.py is SQLite's.
 
 Run in Python over the network, that policy cost about ten round trips (the clock,
 BEGIN, each lock and check, each insert, COMMIT), and a producer's call waits for every
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import psycopg
 
-from headgate.adapters.sql.enqueue import EnqueueResult, effective_unique_key
-from headgate.adapters.sql.rows import headers_text, tags_text
+from headgate.adapters.shared.enqueue_rows import EnqueueResult, effective_unique_key
+from headgate.adapters.shared.rows import headers_text, tags_text
 from headgate.core import (
     Backpressure,
     Duplicate,

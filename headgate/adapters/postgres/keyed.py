@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import psycopg
 
-from headgate.adapters.sql import idempotency
-from headgate.adapters.sql.enqueue import EnqueueResult
+from headgate.adapters.shared import idempotency
+from headgate.adapters.shared.enqueue_rows import EnqueueResult
 from headgate.core import Duplicate, Envelope
 from headgate.store.port import Answer
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import psycopg
 
-from headgate.adapters.sql import idempotency
-from headgate.adapters.sql.enqueue import EnqueueResult
-from headgate.adapters.sql.store import SqlStore
+from headgate.adapters.shared import idempotency
+from headgate.adapters.shared.enqueue_rows import EnqueueResult
+from headgate.adapters.shared.store import SqlStore
 from headgate.core import Claim, Duplicate, Envelope, Outcome
 from headgate.core.envelope import check_text
 from headgate.core.records import TransactionHorizon

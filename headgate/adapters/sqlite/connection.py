@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from headgate.adapters.dialect import SQLITE
 from headgate.adapters.migrations import known_versions as migration_versions
 from headgate.adapters.migrations import (
     migrations,
@@ -25,6 +24,7 @@ from headgate.adapters.migrations import (
 from headgate.core import StoreUnavailable
 
 from .checkpoint import WAL_SIZE_LIMIT, Checkpointer
+from .dialect import SQLITE
 
 BUSY_TIMEOUT_MS = 5_000
 

@@ -6,13 +6,18 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from headgate.adapters.sql.store import SqlStore
-from headgate.core import Envelope, InvalidInput, StoreUnavailable
+from headgate.adapters.shared import adaptive
+from headgate.adapters.shared.admission_limits import validate_admit_args
+from headgate.adapters.shared.enqueue_rows import EnqueueResult
+from headgate.adapters.shared.store import SqlStore
+from headgate.core import AckRequest, Claim, Envelope, Explanation, InvalidInput, StoreUnavailable
 from headgate.core.records import TransactionHorizon
 from headgate.store.activity import ActivityHub
 from headgate.store.capabilities import Capabilities
 
+from . import admission, enqueue
 from .checkpoint import WAL_SIZE_LIMIT
 from .connection import Database
 
@@ -41,6 +46,41 @@ class SqliteStore(SqlStore):
         self.crash_limit = crash_limit
         if migrate:
             self.db.migrate()
+
+    # -- SQLite's statement of the enqueue and admission policies ----------------------
+    def _enqueue(self, conn: Any, now: int,
+                 envs: Sequence[Envelope]) -> EnqueueResult:
+        """The enqueue policy in the current write transaction: SQLite's statement of
+        it (PostgreSQL's store runs its function instead)."""
+        return enqueue.enqueue(conn, now, envs)
+
+    def admit(self, worker_id: str, queues: Sequence[str], capacity: int,
+              lease_ms: int = 30_000, quantum: int | None = None) -> list[Claim]:
+        validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
+        with self.db.write() as (conn, now):
+            return admission.admit(conn, now, worker_id, queues, capacity, lease_ms, quantum)
+
+    def explain_admission(self, job_id: str) -> Explanation | None:
+        with self.db.read_with_clock() as (conn, now):
+            explanation = admission.explain(conn, now, job_id)
+            if explanation is not None:
+                adaptive.annotate(conn, explanation, job_id)
+            return explanation
+
+    def ack_and_admit(
+        self, acks: Sequence[AckRequest], worker_id: str, queues: Sequence[str],
+        capacity: int, lease_ms: int = 30_000, quantum: int | None = None,
+    ) -> tuple[list[str], list[Claim]]:
+        """ack_many then admit in ONE transaction: a busy worker's steady state (finish
+        a few, take a few) costs one commit instead of two."""
+        validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
+        with self.db.write() as (conn, now):
+            # Every queue this transaction touches, locked up front in one sorted pass.
+            conn.dialect.lock_queues(conn, sorted({a.claim.job.queue for a in acks} | set(queues)))
+            lost, wake = self._apply_acks(conn, now, acks)
+            claims = admission.admit(conn, now, worker_id, queues, capacity, lease_ms, quantum)
+        self._publish(wake)
+        return lost, claims
 
     def enqueue_many_in(self, conn: sqlite3.Connection,
                         envelopes: Sequence[Envelope]) -> list[str]:

@@ -34,8 +34,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections
 from django.utils.module_loading import autodiscover_modules
 
-from headgate.config import ConfigError
 from headgate.core import Job, State
+from headgate.services.config import ConfigError
 from headgate.store import open_store
 from headgate.worker import JobContext, Retry, Worker
 from headgate.worker.launcher import env_lease_ms, log_store, store_origin

@@ -1,7 +1,7 @@
 -- headgate_admit_v3: PostgreSQL's admission decision, with a worker's plain successful
 -- acks, in one server-side call, so "finish a few, take a few" is one statement (one
 -- round trip) instead of ~15-20. It makes the same decision as
--- headgate/adapters/sql/admission.py's admit() (SQLite's), in the same lock order;
+-- headgate/adapters/sqlite/admission.py's admit() (SQLite's), in the same lock order;
 -- headgate/adapters/postgres/admission.py calls it.
 --
 -- A queue's partitions are read a page at a time: they are counted up to the wanted

@@ -3,7 +3,7 @@
 -- insert (the counters and the arrival history are the statement triggers of
 -- counters.sql) and the wake-up NOTIFY (headgate_wake_v1, checks.sql), which PostgreSQL
 -- delivers only if the transaction commits.
--- It decides what SQLite's enqueue (headgate/adapters/sql/enqueue.py) decides, check for
+-- It decides what SQLite's enqueue (headgate/adapters/sqlite/enqueue.py) decides, check for
 -- check and in the same order; SQLite has no round trips to save and runs that code.
 --
 -- A refusal is returned, not raised, and comes before any write: an enqueue inside a

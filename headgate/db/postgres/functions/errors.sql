@@ -1,5 +1,5 @@
 -- Error-history helpers the admission function writes with, in the same JSON shape as
--- headgate/adapters/sql/rows.py (append_error, error_entry); their limits are
+-- headgate/adapters/shared/rows.py (append_error, error_entry); their limits are
 -- generated from headgate/core/schema_constants.py (headgate/adapters/migrations.py).
 
 -- rows.append_error: the entry appended, the newest headgate_max_errors_kept() kept. Existing entries keep their

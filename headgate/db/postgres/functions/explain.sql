@@ -4,7 +4,7 @@
 -- same functions and reads (headgate_due_v1's states, headgate_rate_tokens_v1's refill,
 -- the ceilings in max_concurrent order), read-only: nothing locked, refilled or written,
 -- so asking never changes what admission then decides. SQLite's explain is the Python of
--- headgate/adapters/sql/admission.py beside its admission.
+-- headgate/adapters/sqlite/admission.py beside its admission.
 --
 -- Returns the reason the policy block would give: admissible, the blocking policy
 -- (NULL when admissible or not waiting), its numbers and the wait they imply in ms (NULL

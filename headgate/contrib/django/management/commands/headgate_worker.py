@@ -10,8 +10,8 @@ from typing import Any, NoReturn
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from headgate.config import ConfigError
 from headgate.core import InvalidInput, StoreUnavailable
+from headgate.services.config import ConfigError
 from headgate.worker.launcher import configure_logging
 
 from ...worker import backend_worker

@@ -1,7 +1,7 @@
 """The connection shape the shared SQL modules are written against.
 
 sqlite3's connection has it natively; the PostgreSQL adapter wraps psycopg to match.
-`dialect` names the few places the engines differ (see headgate.adapters.dialect).
+`dialect` names the few places the engines differ (see headgate.adapters.shared.dialect).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from headgate.adapters.dialect import Dialect
+from headgate.adapters.shared.dialect import Dialect
 
 
 class Cursor(Protocol):

@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import Enum
 from typing import Final, cast
 
+from headgate.adapters.shared.conn import Connection
+from headgate.adapters.shared.control import ENSURE_QUEUE
+from headgate.adapters.shared.enqueue_rows import EnqueueResult, effective_unique_key, insert_row
+from headgate.adapters.shared.rows import bump_history
 from headgate.core import (
     TERMINAL,
     UNFINISHED,
@@ -27,15 +30,11 @@ from headgate.core import (
     State,
 )
 from headgate.core.schema_constants import (
-    DEFAULT_RETENTION_MS,
     REPLACE_MAX_ATTEMPTS,
     REPLACE_PAYLOAD,
     REPLACE_PRIORITY,
     REPLACE_SCHEDULED_AT,
 )
-
-from .conn import Connection
-from .rows import bump_history, headers_text, tags_text
 
 CHUNK = 500
 AVAILABLE = State.AVAILABLE.value
@@ -60,9 +59,6 @@ PARTITIONS_BATCH = """
 INSERT INTO partitions (queue, partition_key, waiting) VALUES (?, ?, ?)
 ON CONFLICT (queue, partition_key) DO UPDATE SET waiting = waiting + excluded.waiting
 """
-ENSURE_QUEUE = (
-    "INSERT INTO queues (name, created_at_ms) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
-)
 SELECT_IDENTITY = """
 SELECT id, kind, schema_version, payload, queue, priority, partition_key, rate_class, weight,
        max_attempts, tags, sticky_worker, headers
@@ -91,22 +87,6 @@ SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?),
 FROM (SELECT 1) LEFT JOIN uniques u ON u.key = ?
 """
 INSERT_ONE = INSERT_JOBS.format(rows=ROW_MARKS)
-
-
-@dataclass(slots=True)
-class EnqueueResult:
-    ids: list[str]
-    inserted: int
-    queues: set[str]
-    duplicate: Duplicate | None = None
-
-
-def effective_unique_key(env: Envelope) -> bytes | None:
-    if env.unique_key is None:
-        return None
-    if env.unique_exclude_kind:
-        return b"\x01" + env.unique_key
-    return b"\x00" + env.kind.encode() + b"\x00" + env.unique_key
 
 
 def _identity(env: Envelope) -> tuple:
@@ -156,7 +136,7 @@ def _enqueue_one(conn: Connection, now: int, env: Envelope) -> EnqueueResult:
             raise Backpressure(env.queue, limit, current, 1)
     if not has_queue:
         conn.execute(ENSURE_QUEUE, (env.queue, now))
-    conn.execute(INSERT_ONE, _insert_row(env, now))  # its trigger records the arrival
+    conn.execute(INSERT_ONE, insert_row(env, now))  # its trigger records the arrival
     result.inserted = 1
     return result
 
@@ -207,7 +187,7 @@ def _enqueue_batch(conn: Connection, now: int, envs: Sequence[Envelope]) -> Enqu
     _check_backpressure(conn, fresh)
     for queue in result.queues:
         conn.execute(ENSURE_QUEUE, (queue, now))
-    rows = [_insert_row(env, now) for env in fresh]
+    rows = [insert_row(env, now) for env in fresh]
     for chunk in _chunks(rows, INSERT_CHUNK):
         sql = INSERT_JOBS.format(rows=", ".join([BATCH_ROW_MARKS] * len(chunk)))
         conn.execute(sql, [value for row in chunk for value in row])
@@ -236,27 +216,6 @@ def _existing(conn: Connection, ids: list[str]) -> dict[str, tuple]:
         for row in conn.execute(sql, chunk):
             found[row[0]] = row
     return found
-
-
-def _insert_row(env: Envelope, now: int) -> tuple:
-    scheduled_at = env.scheduled_at_ms or now
-    if env.unique_debounce_ms and env.unique_key is not None:
-        scheduled_at = max(scheduled_at, now + env.unique_debounce_ms)
-    if env.pending:
-        state = State.PENDING
-    elif scheduled_at > now:
-        state = State.SCHEDULED
-    else:
-        state = State.AVAILABLE
-    retention = DEFAULT_RETENTION_MS if env.retention_ms is None else env.retention_ms
-    return (
-        env.id, env.kind, env.schema_version, env.payload, env.fingerprint, env.queue,
-        env.priority, env.partition_key, env.rate_class, env.weight, state.value,
-        scheduled_at, env.max_attempts, retention,
-        tags_text(env.tags), env.sticky_worker, headers_text(env.headers), now,
-        env.periodic_schedule_id,
-        env.periodic_tick_ms, int(env.pending),
-    )
 
 
 def _check_backpressure(conn: Connection, fresh: list[Envelope]) -> None:

@@ -6,7 +6,7 @@ class it is mixed into: `db` (`write()` yielding `(conn, store_now)`, `read()` y
 `conn`), `now_ms()`, `_publish(queues)` and `_enqueue(conn, now, envs)` (the engine's
 enqueue policy in the current transaction).
 
-Firing schedules is a service (`headgate/scheduling.py`: when to fire, `on_missed`,
+Firing schedules is a service (`headgate/services/scheduling.py`: when to fire, `on_missed`,
 the producer client's middleware); this mixin gives it the one-transaction steps it is
 made of, each a port method: `due_schedules`, `enqueue_tick` (a tick's insert and the
 schedule's compare-and-set move past it, together), `record_schedule_events`,
@@ -23,7 +23,8 @@ from headgate.core.envelope import check_int
 from headgate.core.records import PruneReport
 from headgate.store.port import ScheduleEvent, ScheduleStep, TickInsert
 
-from . import enqueue, periodic
+from . import periodic
+from .enqueue_rows import EnqueueResult
 
 PRUNE_BATCH = 1000
 
@@ -44,7 +45,7 @@ class PeriodicMethods:
         def _publish(self, queues: set[str] | str | None) -> None: ...
 
         def _enqueue(self, conn: Any, now: int,
-                     envs: Sequence[Envelope]) -> enqueue.EnqueueResult: ...
+                     envs: Sequence[Envelope]) -> EnqueueResult: ...
 
     # -- schedules ---------------------------------------------------------------------
     def upsert_schedule(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
@@ -75,7 +76,7 @@ class PeriodicMethods:
         with self.db.read() as conn:
             return periodic.list_events(conn, schedule_id, cursor, limit)
 
-    # -- firing steps (the firing itself: headgate/scheduling.py) ---------------------
+    # -- firing steps (the firing itself: headgate/services/scheduling.py) ---------------------
     def due_schedules(self, now_ms: int, limit: int) -> list[dict[str, Any]]:
         with self.db.read() as conn:
             return periodic.due(conn, now_ms, limit)

@@ -38,19 +38,19 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from headgate.config import (
+from headgate.core import StoreUnavailable
+from headgate.services.config import (
     MIN_AUDIT_RETENTION_MS,
     MIN_HISTORY_RETENTION_MS,
     audit_retention_ms_from_env,
     history_retention_ms_from_env,
 )
-from headgate.core import StoreUnavailable
-from headgate.scheduling import fire_due_schedules
+from headgate.services.scheduling import fire_due_schedules
+from headgate.services.streak import FailureStreak
 from headgate.store.port import Maintenance, Store
-from headgate.streak import FailureStreak
 
 if TYPE_CHECKING:
-    from headgate.client import Client
+    from headgate.services.client import Client
 
 log = logging.getLogger("headgate.duties")
 

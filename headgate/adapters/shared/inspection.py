@@ -16,7 +16,7 @@ from headgate.core.job import Blob, Progress
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
 from . import adaptive
-from .admission import RateBucket
+from .admission_limits import RateBucket
 from .conn import Connection
 from .control import RATE_CLASS_WAITING
 from .rows import JOB_COLUMNS, JOB_COLUMNS_WITH_PAYLOAD, minute, row_to_job

@@ -20,17 +20,23 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from headgate.adapters.shared.admission_limits import (
+    MAX_SCAN_PER_PARTITION,
+    PROMOTE_PER_ADMIT,
+    SCAN_BATCH_EXTRA,
+    RateBucket,
+)
+from headgate.adapters.shared.conn import Connection
+from headgate.adapters.shared.lifecycle import promote_due
+from headgate.adapters.shared.rows import (
+    JOB_COLUMNS_WITH_PAYLOAD,
+    append_error,
+    bump_history,
+    error_entry,
+    row_to_job,
+)
 from headgate.core import Claim, Explanation, State
-from headgate.core.errors import InvalidInput
 from headgate.core.ids import new_lease_id
-
-from .conn import Connection
-from .lifecycle import promote_due
-from .rows import JOB_COLUMNS_WITH_PAYLOAD, append_error, bump_history, error_entry, row_to_job
-
-SCAN_BATCH_EXTRA = 16
-MAX_SCAN_PER_PARTITION = 1000
-PROMOTE_PER_ADMIT = 1000  # due jobs an admit makes available at most
 
 # The caller's queue rows with what else admit must know before scanning, in one read
 # (an index peek each): whether the queue has ceilings, whether anything is quarantined,
@@ -102,34 +108,6 @@ SELECT_ERRORS = "SELECT errors FROM jobs WHERE id = ?"
 
 
 @dataclass(slots=True)
-class RateBucket:
-    """A token bucket refilled by store time; `limit` tokens per `window_ms`."""
-
-    limit: int
-    window_ms: int
-    burst: int
-    paused: bool
-    tokens: float
-    dirty: bool = False
-
-    @classmethod
-    def load(cls, row: tuple, now: int) -> RateBucket:
-        limit, window_ms, burst, paused, tokens, refilled_at = row
-        elapsed = max(0, now - refilled_at)
-        tokens = min(float(burst), tokens + elapsed * limit / window_ms)
-        # A store clock that stepped back (NTP; on SQLite a writer whose clock ran
-        # ahead) mints nothing, and `dirty` writes `now` back as the refill instant:
-        # otherwise the class would earn nothing until the clock caught up again.
-        return cls(limit, window_ms, burst, bool(paused), tokens, dirty=now < refilled_at)
-
-    def refill_in_ms(self, weight: int) -> int:
-        missing = weight - self.tokens
-        if missing <= 0:
-            return 0
-        return math.ceil(missing * self.window_ms / self.limit)
-
-
-@dataclass(slots=True)
 class Gate:
     """Policy state for one admit call: loaded lazily, written back once."""
 
@@ -180,21 +158,6 @@ class Gate:
 
     def reject(self, queue: str, policy: str) -> None:
         self.rejections[queue][f"rejected_{policy}"] += 1
-
-
-def validate_admit_args(
-    worker_id: str, queues: Sequence[str], capacity: int, lease_ms: int, quantum: int | None
-) -> None:
-    if not isinstance(worker_id, str) or not worker_id:
-        raise InvalidInput("worker_id must not be empty")
-    if isinstance(queues, str) or not queues or not all(isinstance(q, str) for q in queues):
-        raise InvalidInput("queues must be a non-empty list of queue names")
-    for name, value, low in (("capacity", capacity, 0), ("lease_ms", lease_ms, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise InvalidInput(f"{name} must be an integer >= {low}")
-    if quantum is not None and (isinstance(quantum, bool) or not isinstance(quantum, int)
-                                or quantum < 1):
-        raise InvalidInput("quantum must be an integer >= 1")
 
 
 def admit(

@@ -44,7 +44,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from headgate.client import Client, EnqueueContext
 from headgate.core import (
     Backpressure,
     CircuitOpen,
@@ -59,6 +58,7 @@ from headgate.core import (
     schedule_spec,
 )
 from headgate.core.envelope import check_int, check_text
+from headgate.services.client import Client, EnqueueContext
 from headgate.store.port import ScheduleEvent, ScheduleStep, Store
 
 log = logging.getLogger("headgate.periodic")

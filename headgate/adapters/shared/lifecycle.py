@@ -347,7 +347,7 @@ def lock_job_queues(conn: Connection, sql: str, params: tuple) -> None:
     rows (triggers) and history rows, one statement at a time, so two of them could
     take those hot rows in opposite orders and deadlock. Taking the queues' admission
     locks first, in sorted order (as admit does), orders them instead."""
-    if conn.dialect.name == "postgres":
+    if not conn.dialect.serial_writes:
         conn.dialect.lock_queues(conn, [row[0] for row in conn.execute(sql, params)])
 
 

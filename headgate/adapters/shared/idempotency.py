@@ -60,7 +60,7 @@ def purge_and_lock(conn: Any, now: int, scope_key: str) -> None:
     """The key's lock (PostgreSQL; SQLite's one writer needs none), and on one call in
     PURGE_EVERY the purge."""
     purge = purge_due()
-    if conn.dialect.name == "postgres":
+    if not conn.dialect.serial_writes:
         if purge:
             conn.execute(PURGE_AND_LOCK, (now, PURGE_BATCH, scope_key.encode()))
         else:

@@ -36,7 +36,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from headgate.client import EnqueueContext, Middleware, chain
 from headgate.core import (
     Backpressure,
     Blob,
@@ -55,6 +54,7 @@ from headgate.core import (
     Unauthorized,
 )
 from headgate.core.states import TERMINAL
+from headgate.services.client import EnqueueContext, Middleware, chain
 
 API = "/api/v1"
 HTTP_CONTEXT = EnqueueContext(source="http-client")

@@ -13,9 +13,8 @@ from headgate.core.errors import InvalidInput
 from headgate.core.policy import SATURATION_STRATEGIES, WORKER_SIGNALS
 
 from . import adaptive as adaptive_rules
-from .admission import RateBucket
+from .admission_limits import RateBucket
 from .conn import Connection
-from .enqueue import ENSURE_QUEUE
 
 # Available jobs naming a rate class, counted up to a bound (rate_class_jobs index).
 RATE_CLASS_WAITING = """
@@ -26,6 +25,10 @@ SELECT count(*) FROM (
 
 SELECT_JOB_STATE = (
     "SELECT state, queue, attempt, max_attempts, retention_ms FROM jobs WHERE id = ?{for_update}"
+)
+
+ENSURE_QUEUE = (
+    "INSERT INTO queues (name, created_at_ms) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
 )
 
 

@@ -13,7 +13,6 @@ from headgate.core import (
     AckRequest,
     Claim,
     Envelope,
-    Explanation,
     Job,
     JobFilter,
     JobPage,
@@ -28,10 +27,8 @@ from headgate.store.port import Store
 
 from . import (
     adaptive,
-    admission,
     buckets,
     control,
-    enqueue,
     forecast_reads,
     inspection,
     job_pages,
@@ -41,6 +38,7 @@ from . import (
 )
 from .api_storage import ApiStorageMixin
 from .audit import AuditMethods
+from .enqueue_rows import EnqueueResult
 from .periodic_methods import PeriodicMethods
 from .rows import bump_history
 
@@ -79,26 +77,12 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
             raise result.duplicate
         return result.ids
 
-    def _enqueue(self, conn: Any, now: int,
-                 envs: Sequence[Envelope]) -> enqueue.EnqueueResult:
-        """The enqueue policy in the current write transaction: SQLite's statement of
-        it (PostgreSQL's store runs its function instead)."""
-        return enqueue.enqueue(conn, now, envs)
+    def _enqueue(self, conn: Any, now: int, envs: Sequence[Envelope]) -> EnqueueResult:
+        """The enqueue policy in the current write transaction: each engine states its
+        own (SQLite's enqueue.py, PostgreSQL's function)."""
+        raise NotImplementedError
 
     # -- admission and leases ----------------------------------------------------------
-    def admit(self, worker_id: str, queues: Sequence[str], capacity: int,
-              lease_ms: int = 30_000, quantum: int | None = None) -> list[Claim]:
-        admission.validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
-        with self.db.write() as (conn, now):
-            return admission.admit(conn, now, worker_id, queues, capacity, lease_ms, quantum)
-
-    def explain_admission(self, job_id: str) -> Explanation | None:
-        with self.db.read_with_clock() as (conn, now):
-            explanation = admission.explain(conn, now, job_id)
-            if explanation is not None:
-                adaptive.annotate(conn, explanation, job_id)
-            return explanation
-
     def ack(self, claim: Claim, outcome: Outcome, error: str | None = None,
             delay_ms: int | None = None, result: bytes | None = None, *,
             result_schema_version: int = 1, logs: Sequence[str] = ()) -> None:
@@ -118,21 +102,6 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
             lost, wake = self._apply_acks(conn, now, acks)
         self._publish(wake)
         return lost
-
-    def ack_and_admit(
-        self, acks: Sequence[AckRequest], worker_id: str, queues: Sequence[str],
-        capacity: int, lease_ms: int = 30_000, quantum: int | None = None,
-    ) -> tuple[list[str], list[Claim]]:
-        """ack_many then admit in ONE transaction: a busy worker's steady state (finish
-        a few, take a few) costs one commit instead of two."""
-        admission.validate_admit_args(worker_id, queues, capacity, lease_ms, quantum)
-        with self.db.write() as (conn, now):
-            # Every queue this transaction touches, locked up front in one sorted pass.
-            conn.dialect.lock_queues(conn, sorted({a.claim.job.queue for a in acks} | set(queues)))
-            lost, wake = self._apply_acks(conn, now, acks)
-            claims = admission.admit(conn, now, worker_id, queues, capacity, lease_ms, quantum)
-        self._publish(wake)
-        return lost, claims
 
     @staticmethod
     def _apply_acks(conn: Any, now: int, acks: Sequence[AckRequest]) -> tuple[list[str], set[str]]:

@@ -3,7 +3,7 @@
 Each function runs inside a transaction its caller opened (`conn`, `now` from the
 store clock), in the SQL subset SQLite and PostgreSQL share, like the other modules
 here. The firing loop itself (several transactions per schedule, by design: enqueue,
-then record, then advance) is a service, `headgate/scheduling.py`.
+then record, then advance) is a service, `headgate/services/scheduling.py`.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ from typing import Any, Protocol
 
 from gunicorn.app.base import BaseApplication
 
-from headgate.client import Client
-from headgate.config import ConfigError, Settings, display_store_url
-from headgate.duties import DutyRunner
+from headgate.services.client import Client
+from headgate.services.config import ConfigError, Settings, display_store_url
+from headgate.services.duties import DutyRunner
 from headgate.store import Store, open_store
 from headgate.worker import Worker
 from headgate.worker.launcher import check_worker_factory, import_object, load_worker

@@ -100,7 +100,7 @@ def _branches(conn: Connection, f: JobFilter) -> tuple[str, list[Any]] | None:
         return None if len(values) > MAX_BRANCHES else ("queue", values)
     if f.queue is not None and f.state is None and f.kind is None:
         return "state", [state for _, state in occupied(conn, STORED_STATE_NAMES, f.queue)]
-    if (f.kind_prefix and conn.dialect.name == "sqlite" and f.kind is None
+    if (f.kind_prefix and conn.dialect.lists_prefix_kinds and f.kind is None
             and f.queue is None and f.state is None):
         kinds = _prefix_kinds(conn, f.kind_prefix)
         return None if kinds is None else ("kind", kinds)
@@ -145,7 +145,7 @@ def _where(conn: Connection, now: int, f: JobFilter) -> tuple[list[str], list[An
     if f.error_prefix:
         # A range over jobs_last_error_id ("C" order on PostgreSQL, binary on SQLite):
         # the prefix is data, never a pattern.
-        column = 'last_error COLLATE "C"' if conn.dialect.name == "postgres" else "last_error"
+        column = conn.dialect.binary_order("last_error")
         where += ["last_error <> ''", f"{column} >= ?", f"{column} < ?"]
         params += [f.error_prefix, f.error_prefix + "\U0010ffff"]
     return where, params
