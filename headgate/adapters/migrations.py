@@ -1,6 +1,7 @@
 """The schema shipped inside the package: numbered migrations
-(``headgate/db/<engine>/NNNN_*.sql``) and PostgreSQL's server-side functions
-(``headgate/db/postgres/functions/*.sql``); ``headgate/db/README.md`` gives the rules.
+(``headgate/db/<engine>/NNNN_*.sql``), PostgreSQL's server-side functions
+(``headgate/db/postgres/functions/*.sql``) and SQLite's triggers
+(``headgate/db/sqlite/triggers/*.sql``); ``headgate/db/README.md`` gives the rules.
 
 The numbers that SQL needs (``headgate/core/schema_constants.py``, the latency bounds of
 ``headgate/core/latency.py``) are generated here, one source per engine: on PostgreSQL
@@ -57,8 +58,8 @@ def known_versions(engine: str) -> set[int]:
 
 @dataclass(frozen=True)
 class FunctionFile:
-    """One file of server-side function text; ``digest`` tells whether a database has
-    applied this exact text."""
+    """One file of server-side function text (or, on SQLite, of triggers); ``digest``
+    tells whether a database has applied this exact text."""
 
     name: str
     sql: str
@@ -68,23 +69,42 @@ class FunctionFile:
         return hashlib.sha256(self.sql.encode()).hexdigest()
 
 
-def function_files(engine: str) -> list[FunctionFile]:
-    """The current function text for ``engine`` (none for SQLite): the generated
-    constants first, since the shipped files' SQL-language functions are checked against
-    them when created, then the shipped files in name order."""
-    folder = files("headgate").joinpath("db", engine, "functions")
+def _shipped_files(engine: str, folder_name: str) -> list[FunctionFile] | None:
+    """The ``.sql`` files of ``db/<engine>/<folder_name>`` in name order; None when the
+    engine has no such folder."""
+    folder = files("headgate").joinpath("db", engine, folder_name)
     try:
         if not folder.is_dir():
-            return []
+            return None
         found = [
             FunctionFile(e.name, e.read_text(encoding="utf-8"))
             for e in folder.iterdir() if e.name.endswith(".sql")
         ]
     except (OSError, ValueError) as exc:
         raise StoreUnavailable(
-            f"store unavailable: cannot read headgate's {engine} functions ({exc})"
+            f"store unavailable: cannot read headgate's {engine} {folder_name} ({exc})"
         ) from exc
-    return [constants_file(), *sorted(found, key=lambda f: f.name)]
+    return sorted(found, key=lambda f: f.name)
+
+
+def function_files(engine: str) -> list[FunctionFile]:
+    """The current function text for ``engine`` (none for SQLite): the generated
+    constants first, since the shipped files' SQL-language functions are checked against
+    them when created, then the shipped files in name order."""
+    found = _shipped_files(engine, "functions")
+    if found is None:
+        return []
+    return [constants_file(), *found]
+
+
+def trigger_files() -> list[FunctionFile]:
+    """SQLite's triggers, one file per concern in name order: the current definitions,
+    which take over from the migrations that first created them (a migration creates
+    no trigger any more; its file does, see ``headgate/db/README.md``)."""
+    found = _shipped_files("sqlite", "triggers")
+    if not found:
+        raise StoreUnavailable("store unavailable: headgate ships no sqlite triggers")
+    return found
 
 
 # Not a file on disk: its schema_functions row has a name no shipped file can have.

@@ -1,4 +1,5 @@
-"""SQLite connections: one per thread, WAL, IMMEDIATE write transactions, migrations.
+"""SQLite connections: one per thread, WAL, IMMEDIATE write transactions, migrations
+and the trigger files.
 
 The store clock is read here, inside the write lock, so every decision in a transaction
 sees one instant and no two writers disagree about order. ``clock_offset_ms`` moves it
@@ -8,6 +9,7 @@ throw-away store, so backoffs and delays come due without sleeping.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 import time
@@ -15,18 +17,31 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from headgate.adapters.migrations import known_versions as migration_versions
 from headgate.adapters.migrations import (
+    FunctionFile,
     migrations,
     sqlite_constants_differ,
+    trigger_files,
     write_sqlite_constants,
 )
+from headgate.adapters.migrations import known_versions as migration_versions
 from headgate.core import StoreUnavailable
 
 from .checkpoint import WAL_SIZE_LIMIT, Checkpointer
 from .dialect import SQLITE
 
 BUSY_TIMEOUT_MS = 5_000
+# Which text of each trigger file this database last applied (headgate/db/README.md),
+# as PostgreSQL's schema_functions records its function files.
+CREATE_TRIGGER_LEDGER = (
+    "CREATE TABLE IF NOT EXISTS schema_triggers (name TEXT PRIMARY KEY, "
+    "sha256 TEXT NOT NULL, applied_at_ms INTEGER NOT NULL)"
+)
+RECORD_TRIGGER_FILE = (
+    "INSERT INTO schema_triggers (name, sha256, applied_at_ms) VALUES (?, ?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET "
+    "sha256 = excluded.sha256, applied_at_ms = excluded.applied_at_ms"
+)
 
 
 class SqliteConnection(sqlite3.Connection):
@@ -189,7 +204,8 @@ class Database:
 
     def migrate(self) -> int:
         """Apply numbered files from headgate/db/sqlite that are newer than the recorded
-        version, then rewrite the constant tables if the Python constants changed."""
+        version, then the trigger files whose triggers are not the database's, then
+        rewrite the constant tables if the Python constants changed."""
         conn = self.connection()
         try:
             conn.execute(
@@ -217,6 +233,13 @@ class Database:
                     (version, migration.name, now),
                 )
         try:
+            triggers_stale = bool(stale_trigger_files(conn))
+        except sqlite3.Error as exc:
+            raise _unavailable(exc) from exc
+        if triggers_stale:  # all current: a read, no write
+            with self.write() as (wconn, now):
+                apply_trigger_files(wconn, now)
+        try:
             stale = sqlite_constants_differ(conn)
         except sqlite3.Error as exc:
             raise _unavailable(exc) from exc
@@ -230,13 +253,18 @@ class Database:
 
     def stale_functions(self) -> list[str]:
         """SQLite has no server-side functions (see the PostgreSQL adapter's); its
-        constant tables are what the triggers read instead, so values other than this
-        code's make a store opened without migrating refuse, as stale functions do."""
+        triggers and the constant tables they read are the logic it keeps instead, so a
+        trigger other than its file's, or values other than this code's, make a store
+        opened without migrating refuse, as stale functions do. Triggers are compared by
+        their text, not the recorded digest: a database whose triggers are the files'
+        runs this code's logic whatever its ledger says."""
         try:
-            stale = sqlite_constants_differ(self.connection())
+            conn = self.connection()
+            triggers = [f.name for f in stale_trigger_files(conn, by_digest=False)]
+            stale = sqlite_constants_differ(conn)
         except sqlite3.Error as exc:
             raise _unavailable(exc) from exc
-        return ["schema_constants"] if stale else []
+        return triggers + (["schema_constants"] if stale else [])
 
     def applied_versions(self) -> set[int]:
         """The migrations recorded in this file; empty when the runner never touched it
@@ -270,6 +298,57 @@ class Database:
 def known_versions() -> set[int]:
     """The migration numbers this code ships."""
     return migration_versions("sqlite")
+
+
+# A trigger file's statement: leading comments, then `CREATE TRIGGER name …`.
+_LEADING_COMMENTS = re.compile(r"\A(?:\s*--[^\n]*\n)*\s*")
+_TRIGGER_NAME = re.compile(r"CREATE TRIGGER (\w+)\s")
+
+
+def trigger_definitions(file: FunctionFile) -> dict[str, str]:
+    """Each trigger a trigger file defines, by name, in the text sqlite_master keeps for
+    it (the statement from CREATE, without its semicolon), so that what a database runs
+    is compared with the file as text."""
+    found: dict[str, str] = {}
+    for statement in _split_sql(file.sql):
+        text = _LEADING_COMMENTS.sub("", statement).removesuffix(";").rstrip()
+        match = _TRIGGER_NAME.match(text)
+        if match is None or match.group(1) in found:
+            raise StoreUnavailable(
+                f"store unavailable: trigger file {file.name} holds a statement that is "
+                f"not one CREATE TRIGGER of a new name: {text[:60]!r}")
+        found[match.group(1)] = text
+    return found
+
+
+def stale_trigger_files(conn: sqlite3.Connection, *,
+                        by_digest: bool = True) -> list[FunctionFile]:
+    """The trigger files whose triggers this database does not hold exactly (missing:
+    dropped with their table, or edited by hand), and with ``by_digest`` also those
+    whose text schema_triggers does not record as applied."""
+    in_use = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
+    applied: dict[str, str] = {}
+    if by_digest and conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_triggers'"
+    ).fetchone():
+        applied = dict(conn.execute("SELECT name, sha256 FROM schema_triggers"))
+    return [
+        file for file in trigger_files()
+        if (by_digest and applied.get(file.name) != file.digest)
+        or any(in_use.get(name) != text for name, text in trigger_definitions(file).items())
+    ]
+
+
+def apply_trigger_files(conn: sqlite3.Connection, now: int) -> None:
+    """Drop and recreate the triggers of each stale trigger file and record its digest,
+    in the caller's write transaction (so no writer sees a trigger missing, and a
+    second process migrating at once finds nothing left to do)."""
+    conn.execute(CREATE_TRIGGER_LEDGER)
+    for file in stale_trigger_files(conn):
+        for name, text in trigger_definitions(file).items():
+            conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+            conn.execute(text)
+        conn.execute(RECORD_TRIGGER_FILE, (file.name, file.digest, now))
 
 
 def _split_sql(text: str) -> list[str]:
