@@ -41,6 +41,10 @@ MAX_ERRORS_KEPT = 25
 ERROR_TEXT_MAX_CHARS = 4_096
 # jobs.last_error: the first line of the newest error, cut to this length.
 LAST_ERROR_MAX_CHARS = 200
+# PostgreSQL: how many rows a partition's scan fence may fall behind the first job a
+# claim takes before admission moves it forward (a write of the partition row): the bound
+# on index entries of claimed jobs a candidate scan walks while vacuum is held back.
+SCAN_FENCE_SLACK = 256
 
 # The name each value has in SQL: `headgate_<name>()` on PostgreSQL, the row `<name>` of
 # `schema_constants` on SQLite.
@@ -57,4 +61,5 @@ SQL_CONSTANTS: Mapping[str, int] = MappingProxyType({
     "max_errors_kept": MAX_ERRORS_KEPT,
     "error_text_max_chars": ERROR_TEXT_MAX_CHARS,
     "last_error_max_chars": LAST_ERROR_MAX_CHARS,
+    "scan_fence_slack": SCAN_FENCE_SLACK,
 })

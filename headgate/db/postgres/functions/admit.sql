@@ -99,6 +99,48 @@ RETURNS SETOF queues LANGUAGE sql STABLE AS $$
       AND NOT EXISTS (SELECT 1 FROM concurrency_limits c WHERE c.queue = p_queue)
 $$;
 
+-- The next candidates of one partition in admission order (priority DESC, rowid) from a
+-- position: (p_priority, p_rowid) included when p_inclusive (a scan fence), else after
+-- it (a scan resumed); p_priority NULL: from the start. Two index ranges, the position's
+-- priority from its rowid and then the lower priorities, not one condition with OR,
+-- which the index could only filter: entries before the position are never walked.
+CREATE OR REPLACE FUNCTION headgate_candidates_v1(
+    p_queue TEXT, p_partition TEXT, p_priority INTEGER, p_rowid BIGINT,
+    p_inclusive BOOLEAN, p_limit BIGINT
+) RETURNS headgate_candidate[] LANGUAGE plpgsql AS $$
+DECLARE
+    v_same headgate_candidate[] := '{}';
+    v_below headgate_candidate[];
+BEGIN
+    IF p_priority IS NOT NULL THEN
+        SELECT coalesce(array_agg(ROW(j.rowid, j.id, j.priority, j.fingerprint, j.rate_class,
+                                      j.weight, j.sticky_worker)::headgate_candidate
+                                  ORDER BY j.rowid), '{}')
+        INTO v_same
+        FROM (SELECT rowid, id, priority, fingerprint, rate_class, weight, sticky_worker
+              FROM jobs
+              WHERE queue = p_queue AND partition_key = p_partition AND state = 'available'
+                AND priority = p_priority
+                AND rowid >= p_rowid + CASE WHEN p_inclusive THEN 0 ELSE 1 END
+              ORDER BY priority DESC, rowid LIMIT p_limit
+              FOR UPDATE SKIP LOCKED) AS j;
+        IF cardinality(v_same) >= p_limit THEN
+            RETURN v_same;
+        END IF;
+    END IF;
+    SELECT coalesce(array_agg(ROW(j.rowid, j.id, j.priority, j.fingerprint, j.rate_class,
+                                  j.weight, j.sticky_worker)::headgate_candidate
+                              ORDER BY j.priority DESC, j.rowid), '{}')
+    INTO v_below
+    FROM (SELECT rowid, id, priority, fingerprint, rate_class, weight, sticky_worker
+          FROM jobs
+          WHERE queue = p_queue AND partition_key = p_partition AND state = 'available'
+            AND priority < coalesce(p_priority::bigint, 2147483648)
+          ORDER BY priority DESC, rowid LIMIT p_limit - cardinality(v_same)
+          FOR UPDATE SKIP LOCKED) AS j;
+    RETURN v_same || v_below;
+END $$;
+
 -- lifecycle.ack_many of plain successes (no error, no logs, no delay: running →
 -- completed, or deleted with retention 0; "completed" in queue history), then
 -- admission.admit(). p_ack_* are empty for a bare admit; p_queues empty and capacity 0
@@ -162,19 +204,32 @@ BEGIN
                                   WHERE headgate_due_v1(state, scheduled_at_ms, clock.now_ms)
                                     AND queue = p_queues[1])
             ), waiting AS MATERIALIZED (
-                SELECT partition_key, deficit FROM partitions
+                SELECT partition_key, deficit, scan_priority, scan_rowid FROM partitions
                 WHERE queue = p_queues[1] AND waiting > 0 AND EXISTS (SELECT 1 FROM open_queue)
                 LIMIT 2
             ), served AS MATERIALIZED (
-                SELECT w.partition_key FROM waiting w, open_queue q
+                SELECT w.partition_key, w.scan_priority, w.scan_rowid FROM waiting w, open_queue q
                 WHERE (SELECT count(*) FROM waiting) = 1 AND w.deficit = 0
                   AND q.rr_cursor IS NOT DISTINCT FROM w.partition_key
-            ), candidates AS MATERIALIZED (
-                SELECT id, rate_class, sticky_worker FROM jobs
+            ), fenced AS MATERIALIZED (
+                -- From the partition's scan fence on (0025_partition_scan_fence.sql): its
+                -- own priority from its rowid, then the lower priorities; each an index
+                -- range, so entries of jobs claimed before the fence are never walked.
+                SELECT id, rate_class, sticky_worker, priority, rowid FROM jobs
                 WHERE queue = p_queues[1] AND partition_key = (SELECT partition_key FROM served)
-                  AND state = 'available'
+                  AND state = 'available' AND priority = (SELECT scan_priority FROM served)
+                  AND rowid >= (SELECT scan_rowid FROM served)
                 ORDER BY priority DESC, rowid LIMIT p_capacity
                 FOR UPDATE SKIP LOCKED
+            ), below AS MATERIALIZED (
+                SELECT id, rate_class, sticky_worker, priority, rowid FROM jobs
+                WHERE queue = p_queues[1] AND partition_key = (SELECT partition_key FROM served)
+                  AND state = 'available'
+                  AND priority < coalesce((SELECT scan_priority FROM served)::bigint, 2147483648)
+                ORDER BY priority DESC, rowid LIMIT p_capacity - (SELECT count(*) FROM fenced)
+                FOR UPDATE SKIP LOCKED
+            ), candidates AS MATERIALIZED (
+                SELECT * FROM fenced UNION ALL SELECT * FROM below
             ), decided AS MATERIALIZED (
                 SELECT EXISTS (SELECT 1 FROM open_queue)
                        AND ((SELECT count(*) FROM waiting) = 0 OR EXISTS (SELECT 1 FROM served))
@@ -208,6 +263,17 @@ BEGIN
                     cancel_requested = 0
                 WHERE id = ANY(ARRAY(SELECT id FROM candidates)) AND (SELECT plain FROM decided)
                 RETURNING jobs AS j
+            ), moved AS (
+                -- The fence forward to the first job claimed, once it has fallen a few
+                -- hundred rows behind: one write of the partition row per that many claims.
+                UPDATE partitions SET scan_priority = f.priority, scan_rowid = f.rowid
+                FROM (SELECT priority, rowid FROM candidates
+                      ORDER BY priority DESC, rowid LIMIT 1) AS f, served s
+                WHERE partitions.queue = p_queues[1]
+                  AND partitions.partition_key = s.partition_key
+                  AND (SELECT plain FROM decided)
+                  AND (s.scan_rowid IS NULL OR f.priority < s.scan_priority
+                       OR f.rowid - s.scan_rowid > headgate_scan_fence_slack())
             ), history AS (
                 -- rows.bump_history: the completions, one row for the queue
                 INSERT INTO queue_history (queue, bucket_ms, completed)
@@ -319,6 +385,13 @@ BEGIN
         v_after_rowid BIGINT;
         v_candidates headgate_candidate[];
         c headgate_candidate;
+        v_fence_priority INTEGER;
+        v_fence_rowid BIGINT;
+        -- scan fences to move forward at the write-back (a partition may appear twice)
+        fm_queue TEXT[] := '{}';
+        fm_key TEXT[] := '{}';
+        fm_priority INTEGER[] := '{}';
+        fm_rowid BIGINT[] := '{}';
         -- rate buckets loaded (FOR UPDATE) on first use; r_found false: no such class
         r_name TEXT[] := '{}';
         r_found BOOLEAN[] := '{}';
@@ -602,6 +675,9 @@ BEGIN
                             v_took := 0;
                             v_scanned := 0;
                             v_after_rowid := NULL;
+                            SELECT scan_priority, scan_rowid INTO v_fence_priority, v_fence_rowid
+                            FROM partitions
+                            WHERE queue = v_queue AND partition_key = part_key[v_pi];
                             <<scan>>
                             WHILE v_took < v_take AND v_scanned < p_max_scan LOOP
                                 -- First what is wanted, then room to skip: every row read
@@ -610,32 +686,25 @@ BEGIN
                                            + CASE WHEN v_after_rowid IS NULL THEN 0
                                                   ELSE p_scan_extra END;
                                 IF v_after_rowid IS NULL THEN
-                                    SELECT coalesce(array_agg(ROW(j.rowid, j.id, j.priority,
-                                               j.fingerprint, j.rate_class, j.weight,
-                                               j.sticky_worker)::headgate_candidate
-                                               ORDER BY j.priority DESC, j.rowid), '{}')
-                                    INTO v_candidates
-                                    FROM (SELECT rowid, id, priority, fingerprint, rate_class, weight,
-                                                 sticky_worker FROM jobs
-                                          WHERE queue = v_queue AND partition_key = part_key[v_pi]
-                                            AND state = 'available'
-                                          ORDER BY priority DESC, rowid LIMIT v_batch
-                                          FOR UPDATE SKIP LOCKED) AS j;
+                                    -- from the partition's scan fence, moved forward at the
+                                    -- write-back once the first candidate is well past it
+                                    v_candidates := headgate_candidates_v1(
+                                        v_queue, part_key[v_pi], v_fence_priority,
+                                        v_fence_rowid, true, v_batch);
+                                    IF cardinality(v_candidates) > 0
+                                       AND (v_fence_rowid IS NULL
+                                            OR v_candidates[1].priority < v_fence_priority
+                                            OR v_candidates[1].rowid - v_fence_rowid
+                                               > headgate_scan_fence_slack()) THEN
+                                        fm_queue := fm_queue || v_queue;
+                                        fm_key := fm_key || part_key[v_pi];
+                                        fm_priority := fm_priority || v_candidates[1].priority;
+                                        fm_rowid := fm_rowid || v_candidates[1].rowid;
+                                    END IF;
                                 ELSE
-                                    SELECT coalesce(array_agg(ROW(j.rowid, j.id, j.priority,
-                                               j.fingerprint, j.rate_class, j.weight,
-                                               j.sticky_worker)::headgate_candidate
-                                               ORDER BY j.priority DESC, j.rowid), '{}')
-                                    INTO v_candidates
-                                    FROM (SELECT rowid, id, priority, fingerprint, rate_class, weight,
-                                                 sticky_worker FROM jobs
-                                          WHERE queue = v_queue AND partition_key = part_key[v_pi]
-                                            AND state = 'available'
-                                            AND (priority < v_after_priority
-                                                 OR (priority = v_after_priority
-                                                     AND rowid > v_after_rowid))
-                                          ORDER BY priority DESC, rowid LIMIT v_batch
-                                          FOR UPDATE SKIP LOCKED) AS j;
+                                    v_candidates := headgate_candidates_v1(
+                                        v_queue, part_key[v_pi], v_after_priority,
+                                        v_after_rowid, false, v_batch);
                                 END IF;
                                 FOREACH c IN ARRAY v_candidates LOOP
                                     v_scanned := v_scanned + 1;
@@ -849,6 +918,19 @@ BEGIN
                 ORDER BY s.queue COLLATE "C", s.key COLLATE "C"
             LOOP
                 UPDATE partitions SET deficit = v_write.deficit
+                WHERE queue = v_write.queue AND partition_key = v_write.key;
+            END LOOP;
+        END IF;
+        IF cardinality(fm_queue) > 0 THEN
+            FOR v_write IN
+                SELECT DISTINCT ON (s.queue COLLATE "C", s.key COLLATE "C")
+                       s.queue, s.key, s.priority, s.rowid
+                FROM unnest(fm_queue, fm_key, fm_priority, fm_rowid)
+                    AS s(queue, key, priority, rowid)
+                ORDER BY s.queue COLLATE "C", s.key COLLATE "C", s.priority DESC, s.rowid
+            LOOP
+                UPDATE partitions SET scan_priority = v_write.priority,
+                                      scan_rowid = v_write.rowid
                 WHERE queue = v_write.queue AND partition_key = v_write.key;
             END LOOP;
         END IF;

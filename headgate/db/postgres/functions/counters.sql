@@ -5,6 +5,29 @@
 -- insert into jobs is an enqueue, whether by the plain statement, a COPY batch or
 -- headgate_enqueue_v3, so none of them writes arrivals itself.
 
+-- A partition's scan fence (db/postgres/0025_partition_scan_fence.sql) moved back to
+-- the earliest of the given available rows that sorts before it, in the admission order
+-- (priority DESC, rowid): afterwards no available job of the partition precedes it.
+-- Rows that sort after the fence (every fresh enqueue of a single-priority queue) write
+-- nothing.
+DO $$ BEGIN
+CREATE TYPE headgate_fence AS (queue TEXT, partition_key TEXT, priority INTEGER, rowid BIGINT);
+EXCEPTION WHEN duplicate_object THEN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION headgate_lower_fences_v1(p_rows headgate_fence[]) RETURNS void
+LANGUAGE sql AS $$
+    UPDATE partitions p SET scan_priority = f.priority, scan_rowid = f.rowid
+    FROM (SELECT DISTINCT ON (r.queue, r.partition_key) r.queue, r.partition_key,
+                 r.priority, r.rowid
+          FROM unnest(p_rows) AS r
+          ORDER BY r.queue, r.partition_key, r.priority DESC, r.rowid) AS f
+    WHERE p.queue = f.queue AND p.partition_key = f.partition_key
+      AND p.scan_rowid IS NOT NULL
+      AND (f.priority > p.scan_priority
+           OR (f.priority = p.scan_priority AND f.rowid < p.scan_rowid))
+$$;
+
 CREATE OR REPLACE FUNCTION headgate_counts_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO queue_counts (queue, state, n)
@@ -18,6 +41,9 @@ BEGIN
     ON CONFLICT (queue, partition_key) DO UPDATE SET
         waiting = partitions.waiting + excluded.waiting,
         running = partitions.running + excluded.running;
+    PERFORM headgate_lower_fences_v1(ARRAY(SELECT ROW(queue, partition_key, priority, rowid)
+                                           ::headgate_fence FROM ins
+                                           WHERE state = 'available'));
     -- after the counters, as admission writes its history after its claims: one order
     INSERT INTO queue_history (queue, bucket_ms, arrived)
     SELECT queue, enqueued_at_ms - enqueued_at_ms % headgate_history_bucket_ms(), count(*)
@@ -53,6 +79,14 @@ BEGIN
     ON CONFLICT (queue, partition_key) DO UPDATE SET
         waiting = partitions.waiting + excluded.waiting,
         running = partitions.running + excluded.running;
+    -- Any row that is available after the statement, whether it became so (a retry, a
+    -- promotion, a reclaim) or was changed in place (a new priority). A claim or an ack
+    -- leaves none, and pays one look.
+    IF EXISTS (SELECT 1 FROM new_rows WHERE state = 'available') THEN
+        PERFORM headgate_lower_fences_v1(ARRAY(SELECT ROW(queue, partition_key, priority,
+                                                          rowid)::headgate_fence
+                                               FROM new_rows WHERE state = 'available'));
+    END IF;
     RETURN NULL;
 END $$;
 
