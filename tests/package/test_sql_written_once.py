@@ -31,7 +31,9 @@ def _repeated(places: dict[str, set[str]]) -> list[str]:
 def test_no_schema_file_repeats_another_files_statement(engine: str) -> None:
     folder = PACKAGE / "db" / engine
     places: dict[str, set[str]] = defaultdict(set)
-    for path in [*sorted(folder.glob("*.sql")), *sorted(folder.glob("functions/*.sql"))]:
+    # schema.sql, generated, repeats every statement by design; the trigger files take
+    # over definitions from the migrations that first wrote them.
+    for path in [*sorted(folder.glob("[0-9]*.sql")), *sorted(folder.glob("functions/*.sql"))]:
         text = re.sub(r"--[^\n]*", "", path.read_text())
         for statement in re.split(r";\s*\n", text):
             normal = _normal(statement)
