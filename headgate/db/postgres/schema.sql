@@ -48,6 +48,13 @@ CREATE TYPE headgate_candidate AS (
     sticky_worker text
 );
 
+CREATE TYPE headgate_fence AS (
+    queue text,
+    partition_key text,
+    priority integer,
+    rowid bigint
+);
+
 CREATE TABLE api_idempotency (
     scope_key text NOT NULL,
     request_hash text NOT NULL,
@@ -185,6 +192,8 @@ CREATE TABLE partitions (
     waiting bigint DEFAULT 0 NOT NULL,
     running bigint DEFAULT 0 NOT NULL,
     deficit bigint DEFAULT 0 NOT NULL,
+    scan_priority integer,
+    scan_rowid bigint,
     CONSTRAINT partitions_pkey PRIMARY KEY (queue, partition_key)
 );
 CREATE INDEX partitions_waiting ON partitions USING btree (queue, partition_key) WHERE waiting > 0;
