@@ -41,6 +41,7 @@ LAYER_OF = {
     "headgate.worker": "services",
     "headgate.tasks": "services",
     "headgate.contrib": "services",
+    "headgate.testing": "services",  # the store conformance suite, for adapters to run
     "headgate.api": "web",
     "headgate.web": "web",
     "headgate.dashboard": "web",

@@ -45,15 +45,3 @@ def test_error_search_finds_jobs_by_their_last_error(store: Any) -> None:
     assert search(store, "error:%") == [] and search(store, "error:_") == []  # no patterns
     with pytest.raises(InvalidInput):
         search(store, "error:")
-
-
-def test_the_sqlite_plan_uses_the_last_error_index(store: Any, backend: str) -> None:
-    if backend != "sqlite":
-        pytest.skip("SQLite's plan; PostgreSQL's planner picks by statistics")
-    fail(store, "hooks", ["TimeoutError: x"])
-    with store.db.read() as conn:
-        plan = conn.execute(
-            "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE state = ? AND last_error <> '' "
-            "AND last_error >= ? AND last_error < ? ORDER BY id DESC LIMIT 51",
-            ("archived", "Timeout", "Timeout\U0010ffff")).fetchall()
-    assert "USING INDEX jobs_last_error_id" in " ".join(str(r) for r in plan)

@@ -1,19 +1,29 @@
-"""The port's own housekeeping on every engine: schema version, capabilities, ping, the
-store clock, asyncio enqueue and the finished-job wake-up."""
+"""What the two built-in engines promise beyond the port, and what their shared code does
+inside it; the port's own behaviour is the conformance suite (test_conformance.py).
+
+Each test runs on both engines (the `store_url` fixture of tests/conftest.py) and
+expects of each what it offers: its schema version, its capabilities, the caller's
+asyncio transaction (PostgreSQL) or its refusal (SQLite), `watch_finished` waking or
+saying poll; the `payload:` search's scan bound (adapters/shared/job_pages.py) and the
+Idempotency-Key purge (adapters/shared/idempotency.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Callable
 
 import pytest
 
-from headgate import Duplicate, Envelope, Outcome, State, Store, open_store
+from headgate import Client, Duplicate, Envelope, JobFilter, Outcome, Store, open_store
 from headgate.adapters.migrations import migrations
+from headgate.adapters.shared import idempotency, job_pages
 from headgate.core import InvalidInput
+from headgate.core.job_search import parse_search
 from headgate.store import Capabilities
+from headgate.testing.conformance.test_port_console_views import search
 
 
 def test_a_fresh_store_is_at_the_latest_migration(store: Store, backend: str) -> None:
@@ -50,29 +60,6 @@ def test_capabilities_are_typed_and_say_what_the_store_does(
         assert again.get_job(job_id) is not None
     finally:
         again.close()
-
-
-def test_ping_answers_and_the_clock_moves_forward(store: Store) -> None:
-    assert store.ping() is None
-    first = store.now_ms()
-    time.sleep(0.02)
-    second = store.now_ms()
-    assert second > first
-    # The store clock is a wall clock in ms: the same machine agrees within a minute.
-    assert abs(second - time.time() * 1000) < 60_000
-
-
-def test_asyncio_enqueue_inserts_and_raises_as_the_sync_one(store: Store) -> None:
-    async def produce() -> list[str]:
-        return await store.enqueue_many_async(
-            [Envelope(kind="k", payload=b"%d" % i, unique_key=b"u%d" % i) for i in range(3)])
-
-    ids = asyncio.run(produce())
-    assert [store.get_job(i).state for i in ids] == [State.AVAILABLE] * 3  # type: ignore[union-attr]
-    with pytest.raises(Duplicate) as info:
-        asyncio.run(store.enqueue_many_async([Envelope(kind="k", unique_key=b"u1")]))
-    assert info.value.existing_id == ids[1]
-    assert sum(store.counts().values()) == 3
 
 
 def test_an_async_enqueue_in_the_callers_transaction_commits_with_it(
@@ -128,3 +115,46 @@ def test_watch_finished_wakes_on_the_end_of_a_result_job_or_says_poll(
         assert woke.wait(10)
     finally:
         stop()
+
+
+
+def test_payload_search_pages_and_stops_at_its_scan_bound(
+        store: Store, client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    wanted = []
+    for i in range(30):
+        payload = json.dumps({"i": i, "hit": i % 3 == 0}).encode()
+        job_id = client.enqueue("k", payload, queue="scan")
+        if i % 3 == 0:
+            wanted.append(job_id)
+    newest_first = sorted(wanted, reverse=True)
+    assert search(store, "payload.hit:true", limit=4) == newest_first
+
+    # Bounded: each page examines at most SCAN_LIMIT jobs and says so; its cursor goes
+    # on from the last job it examined, so following cursors still finds every match.
+    monkeypatch.setattr(job_pages, "SCAN_LIMIT", 5)
+    monkeypatch.setattr(job_pages, "SCAN_CHUNK", 2)
+    f = JobFilter()
+    parse_search("payload.hit:true", f)
+    page = store.list_jobs(f, limit=50)
+    assert page.scan_limited and page.next_cursor is not None
+    assert len(page.jobs) <= 2
+    assert search(store, "payload.hit:true", limit=50) == newest_first
+    # include_payload still returns the payloads of the matches.
+    page = store.list_jobs(f, limit=50, include_payload=True)
+    assert all(json.loads(j.payload or b"")["hit"] for j in page.jobs)
+
+
+
+def test_expired_idempotency_keys_are_purged_as_keys_are_claimed(store: Store) -> None:
+    """Not on every claim (that is a statement in every write), but often enough that
+    the table holds about what has not expired."""
+    for i in range(5):
+        assert store.idempotency_begin(f"old{i}", "h", ttl_ms=1) is None
+    now = store.now_ms()
+    while store.now_ms() <= now + 2:
+        time.sleep(0.005)
+    for i in range(idempotency.PURGE_EVERY):
+        assert store.idempotency_begin(f"new{i}", "h") is None
+    with store.db.read() as conn:  # type: ignore[attr-defined]
+        keys = {r[0] for r in conn.execute("SELECT scope_key FROM api_idempotency")}
+    assert keys == {f"new{i}" for i in range(idempotency.PURGE_EVERY)}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import finish_job, job_count, stored_job
 
 from headgate import (
     Backpressure,
@@ -20,6 +19,8 @@ from headgate import (
     State,
     Store,
 )
+
+from .helpers import finish_job, job_count, stored_job
 
 Q = "default"
 

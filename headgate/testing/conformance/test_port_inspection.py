@@ -8,6 +8,7 @@ import pytest
 
 from headgate import Client, Envelope, JobFilter, Outcome, State, Store
 from headgate.core import InvalidInput
+from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
 
 def admit_all(store: Store, queue: str, n: int = 100) -> list:
@@ -187,7 +188,7 @@ def test_history_counts_arrivals_completions_and_failures(store: Store,
     assert sum(b["arrived"] for b in buckets) == 5
     assert sum(b["completed"] for b in buckets) == 3
     assert sum(b["failed"] for b in buckets) == 1
-    assert all(b["at_ms"] % 60_000 == 0 for b in buckets)
+    assert all(b["at_ms"] % HISTORY_BUCKET_MS == 0 for b in buckets)
     totals = store.history_counters(since)
     arrived = sum(v[0] for v in totals["h"].values())
     completed = sum(v[1] for v in totals["h"].values())
@@ -221,7 +222,7 @@ def test_latency_histograms_count_each_admit_and_finish(store: Store,
     # One row per (minute, metric, bucket bound) with that bucket's own count.
     total = {m: sum(n for _, _, mm, _, n, _ in rows if mm == m) for m in ("wait", "run")}
     assert total == {"wait": 3, "run": 2}
-    assert all(r[1] % 60_000 == 0 and r[5] >= 0 for r in rows)
+    assert all(r[1] % HISTORY_BUCKET_MS == 0 and r[5] >= 0 for r in rows)
 
 
 def test_queue_memory_is_sampled_least_recent_first_and_reported(store: Store,

@@ -9,7 +9,6 @@ import time
 import pytest
 
 from headgate import Client, JobFilter, Outcome, State, Store
-from headgate.adapters.shared import idempotency
 from headgate.core import InvalidInput, InvalidTransition, NotFound
 
 
@@ -158,18 +157,3 @@ def test_an_aborted_key_can_be_claimed_again_and_an_expired_one_is_free(store: S
     while store.now_ms() <= now + 2:
         time.sleep(0.005)
     assert store.idempotency_begin("k3", "h") is None  # past its ttl: claimed afresh
-
-
-def test_expired_idempotency_keys_are_purged_as_keys_are_claimed(store: Store) -> None:
-    """Not on every claim (that is a statement in every write), but often enough that
-    the table holds about what has not expired."""
-    for i in range(5):
-        assert store.idempotency_begin(f"old{i}", "h", ttl_ms=1) is None
-    now = store.now_ms()
-    while store.now_ms() <= now + 2:
-        time.sleep(0.005)
-    for i in range(idempotency.PURGE_EVERY):
-        assert store.idempotency_begin(f"new{i}", "h") is None
-    with store.db.read() as conn:  # type: ignore[attr-defined]
-        keys = {r[0] for r in conn.execute("SELECT scope_key FROM api_idempotency")}
-    assert keys == {f"new{i}" for i in range(idempotency.PURGE_EVERY)}

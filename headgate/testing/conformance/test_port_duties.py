@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from operator import methodcaller
 
 import pytest
 
@@ -95,7 +96,7 @@ def test_a_released_lease_is_listed_as_expired(store: Store) -> None:
 def test_duty_arguments_are_checked(store: Store, call: str, name: str, holder: str,
                                     ttl_ms: int, needle: str) -> None:
     with pytest.raises(InvalidInput, match=needle):
-        getattr(store, call)(name, holder, ttl_ms)
+        methodcaller(call, name, holder, ttl_ms)(store)
     assert store.duty_holders() == []
 
 

@@ -3,12 +3,12 @@ quarantine and backpressure. Uniqueness is test_port_uniqueness.py; the Client's
 policy (authorizer, middleware, hooks, plugins, circuit breaker) is
 tests/services/test_client_producing.py."""
 
+# mypy: disable-error-code="arg-type"
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import pytest
-from support import finish_job, job_count, stored_job
 
 from headgate import (
     Backpressure,
@@ -21,6 +21,8 @@ from headgate import (
     State,
     Store,
 )
+
+from .helpers import finish_job, job_count, stored_job
 
 Q = "default"
 

@@ -1,14 +1,15 @@
 """Job pages that merge branches (a state alone over its queues, a kind prefix over its
 kinds) list exactly what one query over the whole table would, in the same order, page
-after page, on both engines; and each page is an index walk, never a sort."""
+after page, on both engines. That each page is an index walk, never a sort, is
+SQLite's promise (tests/store/test_sqlite_plans.py)."""
 
+# mypy: disable-error-code="operator"
 from __future__ import annotations
 
 import random
 import time
 
 import pytest
-from support import query_plan, traced
 
 from headgate import Client, Envelope
 from headgate.core import AckRequest, JobFilter, Outcome
@@ -77,38 +78,3 @@ def test_branch_merged_pages_equal_one_ordered_scan(store: Store, limit: int) ->
     for f, wanted in cases:
         expected = sorted((i for i, j in facts.items() if wanted(j)), reverse=True)
         assert _walk(store, f, limit) == expected, f
-
-
-def test_state_and_queue_pages_walk_an_index_newest_first(tmp_path) -> None:
-    """What keeps these pages flat as `jobs` grows: each statement walks (queue, state,
-    id) in id order, never sorting: a state's branches are its queues, a queue's
-    branches its occupied states (with or without a filter no index serves); a queue
-    with a kind walks (kind, id)."""
-    from headgate.adapters.sqlite import SqliteStore
-
-    path = tmp_path / "plans.db"
-    store = SqliteStore(str(path))
-    try:
-        facts = _fill(store)
-        pages: dict[str, list[str]] = {}
-        for name, f in [("state", JobFilter(state="available")),
-                        ("queue", JobFilter(queue="alpha")),
-                        ("queue+partition", JobFilter(queue="alpha", partition_key="p")),
-                        ("queue+kind", JobFilter(queue="alpha", kind="report"))]:
-            with traced(store) as statements:
-                store.list_jobs(f, limit=5)
-            pages[name] = [s for s in statements
-                           if s.lstrip().startswith("SELECT") and "ORDER BY id" in s]
-    finally:
-        store.close()
-    alpha_states = {j["state"] for j in facts.values() if j["queue"] == "alpha"}
-    assert len(pages["state"]) == len(QUEUES)  # every queue has some available
-    assert len(alpha_states) > 1
-    assert len(pages["queue"]) == len(pages["queue+partition"]) == len(alpha_states)
-    assert len(pages["queue+kind"]) == 1  # one walk of the kind's (kind, id)
-    for name, branch in pages.items():
-        index = "jobs_kind_id" if name == "queue+kind" else "jobs_queue_state_id"
-        for sql in branch:
-            plan = query_plan(path, sql)
-            assert f"USING INDEX {index}" in plan, plan
-            assert "TEMP B-TREE" not in plan, plan

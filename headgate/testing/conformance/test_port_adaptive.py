@@ -3,6 +3,7 @@ cuts the class's limit by its factor, at most once per window across every conne
 never below its min; successes raise it by its step, at most once per window, never
 past its max; the changes are kept as history and named by explain."""
 
+# mypy: disable-error-code="union-attr"
 from __future__ import annotations
 
 import threading
