@@ -1,0 +1,4 @@
+-- PostgreSQL only: partitions gain a scan fence, where a partition's candidate scan
+-- starts, so claims do not walk the index entries of jobs claimed while vacuum is held
+-- back (see the PostgreSQL file of this number). SQLite keeps no dead index entries for
+-- a scan to walk: a deleted or changed row's entry is removed in the same write.
