@@ -49,7 +49,9 @@ def wait_store_ms(store: Store, ms: int) -> None:
 # -- the fleet-wide properties --------------------------------------------------------------
 
 def test_rate_class_5_per_second_burst_5(store: Store, open_more: Callable[[], Store]) -> None:
-    store.upsert_rate_class("smtp", limit=5, window_ms=1000, burst=5)
+    # 5 per 3 s rather than per second: one token per 600 ms leaves a loaded machine
+    # time between the two admits.
+    store.upsert_rate_class("smtp", limit=5, window_ms=3_000, burst=5)
     enqueue_n(store, 20, rate_class="smtp")
     first = store.admit("worker-1", [Q], capacity=100)
     assert len(first) == 5
@@ -57,7 +59,7 @@ def test_rate_class_5_per_second_burst_5(store: Store, open_more: Callable[[], S
     assert other.admit("worker-2", [Q], capacity=100) == []
     assert store.counts(Q)["available"] == 15
     assert rejections(store)["rate_class"] >= 1
-    wait_store_ms(store, 1_000)
+    wait_store_ms(store, 3_000)
     again = other.admit("worker-2", [Q], capacity=100)
     assert len(again) == 5
     assert not {c.job.id for c in first} & {c.job.id for c in again}
@@ -491,10 +493,10 @@ def test_rejections_count_jobs_held_back_not_polls(store: Store) -> None:
 
 def test_due_scheduled_jobs_are_promoted_inside_admit(store: Store) -> None:
     client = Client(store)
-    job_id = client.enqueue("work", b"s", scheduled_at_ms=store.now_ms() + 150)
+    job_id = client.enqueue("work", b"s", scheduled_at_ms=store.now_ms() + 1_000)
     assert state_of(store, job_id) is State.SCHEDULED
     assert store.admit("w", [Q], capacity=10) == []
-    wait_store_ms(store, 160)
+    wait_store_ms(store, 1_010)
     assert state_of(store, job_id) is State.SCHEDULED  # nobody promoted it yet
     assert [c.job.id for c in store.admit("w", [Q], capacity=10)] == [job_id]
 
