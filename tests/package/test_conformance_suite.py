@@ -7,6 +7,7 @@ none of it; only the conformance package does."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+SUITE = ROOT / "headgate" / "testing" / "conformance"
 
 ADAPTER_TESTS = '''\
 import pytest
@@ -27,8 +29,10 @@ def headgate_store_url(tmp_path):
     return f"sqlite:///{tmp_path}/adapter.db"
 '''
 
-# A few modules to run in full; the rest is only collected here (tests/store runs it).
-SAMPLE = ("TestPortAudit", "TestPortDuties", "TestPortForecast", "TestPortWorkers")
+# A few modules to run in full, and the test whose spawned processes import the suite's
+# module by name; the rest is only collected here (tests/store runs it).
+SAMPLE = ("TestPortAudit", "TestPortDuties", "TestPortForecast", "TestPortWorkers",
+          "eight_processes")
 
 
 def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -69,7 +73,7 @@ def test_an_outside_module_collects_the_whole_suite_and_passes_it(tmp_path: Path
     assert len(found) == len(expected) > 200
     assert sorted(found) == sorted(expected)
 
-    sample = [i for i in found if i.split("::", 1)[0] in SAMPLE]
+    sample = [i for i in found if any(s in i for s in SAMPLE)]
     assert len(sample) > 20
     proc = _pytest(outside, "-q", "-k", " or ".join(SAMPLE), module.name)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -84,3 +88,25 @@ def test_pytest_is_loaded_by_the_conformance_suite_only() -> None:
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "True"]
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.add(node.module or "")
+    return found
+
+
+def test_the_suite_reaches_a_store_through_the_port_only() -> None:
+    """An outside adapter has neither the built-in adapters' internals (nor their
+    driver) nor this checkout's tests/ helpers: a suite module that needs one tests an
+    engine, and belongs in tests/store/."""
+    modules = sorted(SUITE.glob("*.py"))
+    assert len(modules) > 20
+    outside = {f"{p.name}: {name}" for p in modules for name in _imports(p)
+               if name.startswith(("headgate.adapters", "psycopg"))
+               or name in ("support", "conftest")}
+    assert outside == set()
