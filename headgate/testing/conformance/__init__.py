@@ -40,7 +40,8 @@ def _modules() -> list[ModuleType]:
 def _collect() -> dict[str, object]:
     """One class per module, of its tests as static methods; the modules' own fixtures
     and the plugin's, refusing two of one name."""
-    found: dict[str, object] = {name: getattr(plugin, name) for name in plugin.FIXTURES}
+    found: dict[str, object] = {
+        name: value for name, value in vars(plugin).items() if isinstance(value, _FIXTURE)}
     for module in _modules():
         tests: dict[str, object] = {}
         for name, value in vars(module).items():

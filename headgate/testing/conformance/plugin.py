@@ -69,6 +69,3 @@ def crash() -> Callable[..., Job]:
 @pytest.fixture
 def quarantine() -> Callable[[Store, str, bytes], str]:
     return helpers.quarantine_fingerprint
-
-
-FIXTURES = ("store_url", "store", "open_more", "client", "all_jobs", "crash", "quarantine")
