@@ -25,50 +25,28 @@ from headgate.core.adaptive import (
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
 from .conn import Connection
+from .queries import fill, load
 
 COLUMNS = ("limit_per_window, window_ms, burst, paused, tokens, refilled_at_ms, adaptive_min, "
            "adaptive_max, adaptive_factor, adaptive_step, base_limit, base_burst, "
            "last_decrease_ms, last_increase_ms, throttles")
-SELECT_CLASS = f"SELECT {COLUMNS} FROM rate_classes WHERE name = ?{{for_update}}"
-# The classes among `names` that may rise now: adaptive, below their max, and neither
-# raised nor cut within their window (the test is repeated by the compare-and-set).
-RISING = """
-SELECT name, limit_per_window, window_ms, burst, paused, tokens, refilled_at_ms, adaptive_max,
-       adaptive_step, base_limit, base_burst, last_increase_ms
-FROM rate_classes
-WHERE name IN ({marks}) AND adaptive_min IS NOT NULL AND adaptive_step > 0
-  AND limit_per_window < adaptive_max
-  AND coalesce(last_increase_ms, 0) <= ? - window_ms
-  AND coalesce(last_decrease_ms, 0) <= ? - window_ms
-"""
-RAISE = """
-UPDATE rate_classes SET limit_per_window = ?, burst = ?, tokens = ?, refilled_at_ms = ?,
-    last_increase_ms = ?
-WHERE name = ? AND limit_per_window = ? AND coalesce(last_increase_ms, -1) = ?
-"""
-CUT = """
-UPDATE rate_classes SET limit_per_window = ?, burst = ?, tokens = ?, refilled_at_ms = ?,
-    last_decrease_ms = ?, throttles = 0
-WHERE name = ?
-"""
-COUNT_THROTTLE = "UPDATE rate_classes SET throttles = throttles + 1 WHERE name = ?"
-INSERT_HISTORY = """
-INSERT INTO rate_class_history (name, at_ms, limit_per_window, window_ms, change, throttles)
-VALUES (?, ?, ?, ?, ?, ?)
-"""
-NEWEST_HISTORY = """
-SELECT id, at_ms, change FROM rate_class_history WHERE name = ? ORDER BY id DESC LIMIT 1
-"""
-MOVE_INCREASE = "UPDATE rate_class_history SET at_ms = ?, limit_per_window = ? WHERE id = ?"
-HISTORY_SINCE = """
-SELECT at_ms, limit_per_window, window_ms, change, throttles FROM rate_class_history
-WHERE name = ? AND at_ms >= ? ORDER BY id DESC LIMIT ?
-"""
-LAST_CUT = """
-SELECT at_ms, limit_per_window, throttles FROM rate_class_history
-WHERE name = ? AND change = 'decrease' ORDER BY id DESC LIMIT 1
-"""
-ADAPTIVE_NAMES = "SELECT name FROM rate_classes WHERE adaptive_min IS NOT NULL"
+# The columns an operator's PUT sets beside the bucket (configure), in this order.
+SETTINGS = ("adaptive_min", "adaptive_max", "adaptive_factor", "adaptive_step", "base_limit",
+            "base_burst", "last_decrease_ms", "last_increase_ms")
+
+Q = load(__name__)
+SELECT_CLASS = fill(Q["select_class"], columns=COLUMNS)
+RISING = Q["rising"]
+RAISE = Q["raise"]
+CUT = Q["cut"]
+COUNT_THROTTLE = Q["count_throttle"]
+INSERT_HISTORY = Q["insert_history"]
+NEWEST_HISTORY = Q["newest_history"]
+MOVE_INCREASE = Q["move_increase"]
+HISTORY_SINCE = Q["history_since"]
+LAST_CUT = Q["last_cut"]
+ADAPTIVE_NAMES = Q["adaptive_names"]
+JOB_RATE_CLASS = Q["job_rate_class"]
 
 
 def _tokens_now(row: tuple[Any, ...], now: int) -> float:
@@ -153,9 +131,7 @@ def configure(conn: Connection, now: int, name: str, limit: int, window_ms: int,
     class PUT again with the same limit, window and burst keeps what it learned
     (clamped to the new bounds); any other PUT starts it over from `limit`."""
     if adaptive is None:
-        return limit, burst, dict.fromkeys(
-            ("adaptive_min", "adaptive_max", "adaptive_factor", "adaptive_step", "base_limit",
-             "base_burst", "last_decrease_ms", "last_increase_ms"))
+        return limit, burst, dict.fromkeys(SETTINGS)
     adaptive.check_limit(limit)
     kept = (old is not None and old[6] is not None and int(old[10]) == limit
             and int(old[1]) == window_ms and int(old[11]) == burst)
@@ -207,7 +183,7 @@ def adaptive_names(conn: Connection) -> set[str]:
 def job_class_summary(conn: Connection, job_id: str) -> dict[str, Any] | None:
     """For explain: the adaptive block of the job's rate class, with its name and
     current limit (None: the job has no adaptive class)."""
-    found = conn.execute("SELECT rate_class FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    found = conn.execute(JOB_RATE_CLASS, (job_id,)).fetchone()
     if found is None or not found[0]:
         return None
     row = conn.execute(SELECT_CLASS.format(for_update=""), (found[0],)).fetchone()

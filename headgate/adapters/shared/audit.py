@@ -16,6 +16,7 @@ from headgate.core import InvalidInput
 from headgate.core.envelope import check_int, check_text
 
 from .conn import Connection
+from .queries import fill, load
 
 # A detail is a few fields (a bulk filter, a rate class's values, up to a hundred ids);
 # anything larger is a caller's mistake, refused rather than stored.
@@ -23,14 +24,10 @@ MAX_DETAIL_BYTES = 64 * 1024
 MAX_PAGE = 1000
 COLUMNS = "id, at_ms, actor, action, target, status, outcome, detail"
 
-INSERT = (
-    "INSERT INTO audit_log (at_ms, actor, action, target, status, outcome, detail) "
-    f"VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}"
-)
-PRUNE = (
-    "DELETE FROM audit_log WHERE id IN ("
-    "SELECT id FROM audit_log WHERE at_ms < ? ORDER BY at_ms LIMIT ?)"
-)
+Q = load(__name__)
+INSERT = fill(Q["insert"], columns=COLUMNS)
+PAGE = fill(Q["page"], columns=COLUMNS)
+PRUNE = Q["prune"]
 
 
 def _entry(row: Any) -> dict[str, Any]:
@@ -68,7 +65,7 @@ def page(conn: Connection, action: str | None, target: str | None, since_ms: int
         where.append("id < ?")
         params.append(cursor)
     clause = f" WHERE {' AND '.join(where)}" if where else ""
-    sql = f"SELECT {COLUMNS} FROM audit_log{clause} ORDER BY id DESC LIMIT ?"
+    sql = fill(PAGE, where=clause)
     return [_entry(r) for r in conn.execute(sql, (*params, limit)).fetchall()]
 
 

@@ -13,36 +13,20 @@ from __future__ import annotations
 from typing import Any
 
 from .conn import Connection
+from .queries import load
 
-# Row values, not rowid/ctid: the same statement on both engines (queue_latency is
-# WITHOUT ROWID on SQLite).
+Q = load(__name__)
+# In the order prune_older deletes from them.
 PRUNE = {
-    "queue_history": """
-DELETE FROM queue_history WHERE (queue, bucket_ms) IN (
-    SELECT queue, bucket_ms FROM queue_history WHERE bucket_ms < ? ORDER BY bucket_ms LIMIT ?
-)""",
-    "queue_latency": """
-DELETE FROM queue_latency WHERE (queue, bucket_ms, kind, metric, le_ms) IN (
-    SELECT queue, bucket_ms, kind, metric, le_ms FROM queue_latency WHERE bucket_ms < ?
-    ORDER BY bucket_ms LIMIT ?
-)""",
-    # An adaptive rate class's limit changes (migration 0024), by the same horizon.
-    "rate_class_history": """
-DELETE FROM rate_class_history WHERE id IN (
-    SELECT id FROM rate_class_history WHERE at_ms < ? ORDER BY at_ms LIMIT ?
-)""",
+    "queue_history": Q["prune_queue_history"],
+    "queue_latency": Q["prune_queue_latency"],
+    "rate_class_history": Q["prune_rate_class_history"],
 }
 # The tables hold at most the horizon's worth of buckets once the duty runs, and the
-# counts go by the `bucket_ms` index (the oldest bucket is one index probe).
+# counts go by the `bucket_ms` index.
 COUNTS = {
-    "queue_history": """
-SELECT (SELECT count(*) FROM queue_history),
-       (SELECT count(*) FROM queue_history WHERE bucket_ms < ?),
-       (SELECT min(bucket_ms) FROM queue_history)""",
-    "queue_latency": """
-SELECT (SELECT count(*) FROM queue_latency),
-       (SELECT count(*) FROM queue_latency WHERE bucket_ms < ?),
-       (SELECT min(bucket_ms) FROM queue_latency)""",
+    "queue_history": Q["count_queue_history"],
+    "queue_latency": Q["count_queue_latency"],
 }
 
 

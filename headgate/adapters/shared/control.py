@@ -15,21 +15,39 @@ from headgate.core.policy import SATURATION_STRATEGIES, WORKER_SIGNALS
 from . import adaptive as adaptive_rules
 from .admission_limits import RateBucket
 from .conn import Connection
+from .queries import fill, load
 
-# Available jobs naming a rate class, counted up to a bound (rate_class_jobs index).
-RATE_CLASS_WAITING = """
-SELECT count(*) FROM (
-    SELECT 1 FROM jobs WHERE rate_class = ? AND rate_class <> '' AND state = 'available'
-    LIMIT 100000
-) AS waiting"""
-
-SELECT_JOB_STATE = (
-    "SELECT state, queue, attempt, max_attempts, retention_ms FROM jobs WHERE id = ?{for_update}"
-)
-
-ENSURE_QUEUE = (
-    "INSERT INTO queues (name, created_at_ms) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
-)
+Q = load(__name__)
+RATE_CLASS_WAITING = Q["rate_class_waiting"]
+SELECT_JOB_STATE = Q["select_job_state"]
+ENSURE_QUEUE = Q["ensure_queue"]
+OPERATOR_RETRY = Q["operator_retry"]
+OPERATOR_CANCEL = Q["operator_cancel"]
+DELETE_JOB = Q["delete_job"]
+PROMOTE_JOB = Q["promote_job"]
+RESCHEDULE_JOB = Q["reschedule_job"]
+EDIT_PAYLOAD = Q["edit_payload"]
+DELETE_QUARANTINE_ENTRY = Q["delete_quarantine_entry"]
+RELEASE_QUARANTINED = Q["release_quarantined"]
+# The queue settings an operator sets, one statement each (set_queue's allow-list).
+SET_QUEUE = {column: fill(Q["set_queue_column"], column=column)
+             for column in ("paused", "weight", "max_unfinished_jobs")}
+UPSERT_RATE_CLASS = Q["upsert_rate_class"]
+UPSERT_CONCURRENCY_LIMIT = Q["upsert_concurrency_limit"]
+RATE_CLASS_EXISTS = Q["rate_class_exists"]
+DELETE_RATE_CLASS = Q["delete_rate_class"]
+CONCURRENCY_LIMIT_QUEUE = Q["concurrency_limit_queue"]
+QUEUE_GOVERNED = Q["queue_governed"]
+DELETE_CONCURRENCY_LIMIT = Q["delete_concurrency_limit"]
+UPSERT_WORKER = Q["upsert_worker"]
+SELECT_PENDING_SIGNAL = Q["select_pending_signal"]
+CLEAR_PENDING_SIGNAL = Q["clear_pending_signal"]
+SELECT_RUNNING_CHECK = Q["select_running_check"]
+SIGNAL_WORKER = Q["signal_worker"]
+CLAIM_DUTY = Q["claim_duty"]
+SELECT_DUTY_HOLDER = Q["select_duty_holder"]
+RENEW_DUTY = Q["renew_duty"]
+RELEASE_DUTY = Q["release_duty"]
 
 
 def _job_state(conn: Connection, job_id: str) -> tuple:
@@ -44,40 +62,29 @@ def operator_retry(conn: Connection, now: int, job_id: str) -> str:
     state, queue, attempt, max_attempts, _ = _job_state(conn, job_id)
     rule = transition(state, "operator_retry")
     # One more attempt even when the budget is spent, or the retry would be a no-op.
-    conn.execute(
-        "UPDATE jobs SET state = ?, scheduled_at_ms = ?, finalized_at_ms = NULL, "
-        "expires_at_ms = NULL, cancel_requested = 0, max_attempts = ? WHERE id = ?",
-        (rule.target.value, now, max(max_attempts, attempt + 1), job_id),
-    )
+    conn.execute(OPERATOR_RETRY,
+                 (rule.target.value, now, max(max_attempts, attempt + 1), job_id))
     return queue
 
 
 def operator_cancel(conn: Connection, now: int, job_id: str) -> str:
     state, queue, *_ = _job_state(conn, job_id)
     rule = transition(state, "operator_cancel")
-    conn.execute(
-        "UPDATE jobs SET state = ?, lease_id = NULL, lease_expires_at_ms = NULL, "
-        "cancel_requested = ?, finalized_at_ms = ?, expires_at_ms = ? + retention_ms "
-        "WHERE id = ?",
-        (rule.target.value, int(state == State.RUNNING.value), now, now, job_id),
-    )
+    conn.execute(OPERATOR_CANCEL,
+                 (rule.target.value, int(state == State.RUNNING.value), now, now, job_id))
     return queue
 
 
 def delete_job(conn: Connection, job_id: str) -> str:
     _, queue, *_ = _job_state(conn, job_id)
-    conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+    conn.execute(DELETE_JOB, (job_id,))
     return queue
 
 
 def promote_job(conn: Connection, now: int, job_id: str) -> str:
     state, queue, *_ = _job_state(conn, job_id)
     rule = transition(state, "operator_promote")
-    conn.execute(
-        "UPDATE jobs SET state = ?, scheduled_at_ms = CASE WHEN scheduled_at_ms < ? "
-        "THEN scheduled_at_ms ELSE ? END WHERE id = ?",
-        (rule.target.value, now, now, job_id),
-    )
+    conn.execute(PROMOTE_JOB, (rule.target.value, now, now, job_id))
     return queue
 
 
@@ -88,7 +95,7 @@ def reschedule_job(conn: Connection, now: int, job_id: str, at_ms: int) -> str:
         raise InvalidTransition(
             f"cannot reschedule a job in state {state}: only scheduled, retryable or pending"
         )
-    conn.execute("UPDATE jobs SET scheduled_at_ms = ? WHERE id = ?", (at_ms, job_id))
+    conn.execute(RESCHEDULE_JOB, (at_ms, job_id))
     return queue
 
 
@@ -101,23 +108,15 @@ def edit_payload(
     state, queue, *_ = _job_state(conn, job_id)
     if state == State.RUNNING.value:
         raise InvalidTransition("cannot edit the payload of a running job")
-    conn.execute(
-        "UPDATE jobs SET payload = ?, schema_version = ?, fingerprint = ? WHERE id = ?",
-        (bytes(payload), schema_version, fp, job_id),
-    )
+    conn.execute(EDIT_PAYLOAD, (bytes(payload), schema_version, fp, job_id))
     return queue
 
 
 def quarantine_release(conn: Connection, now: int, fp: str) -> tuple[int, set[str]]:
     check_text("fingerprint", fp)
-    entry = conn.execute("DELETE FROM quarantine WHERE fingerprint = ?", (fp,)).rowcount
+    entry = conn.execute(DELETE_QUARANTINE_ENTRY, (fp,)).rowcount
     rule = transition(State.QUARANTINED, "operator_release")
-    rows = conn.execute(
-        "UPDATE jobs SET state = ?, crash_attempt = 0, finalized_at_ms = NULL, "
-        "expires_at_ms = NULL, scheduled_at_ms = ? "
-        "WHERE fingerprint = ? AND state = 'quarantined' RETURNING queue",
-        (rule.target.value, now, fp),
-    ).fetchall()
+    rows = conn.execute(RELEASE_QUARANTINED, (rule.target.value, now, fp)).fetchall()
     if not entry and not rows:
         raise NotFound("quarantined fingerprint", fp)
     return len(rows), {r[0] for r in rows}
@@ -130,7 +129,7 @@ def ensure_queue(conn: Connection, now: int, queue: str) -> None:
 
 def set_queue(conn: Connection, now: int, queue: str, column: str, value: Any) -> None:
     ensure_queue(conn, now, queue)
-    conn.execute(f"UPDATE queues SET {column} = ? WHERE name = ?", (value, queue))
+    conn.execute(SET_QUEUE[column], (value, queue))
 
 
 def upsert_rate_class(
@@ -151,17 +150,8 @@ def upsert_rate_class(
                                                    adaptive, row)
     tokens = float(burst) if row is None else min(float(burst),
                                                   RateBucket.load(row[:6], now).tokens)
-    names = ", ".join(extra)
-    conn.execute(
-        "INSERT INTO rate_classes (name, limit_per_window, window_ms, burst, paused, tokens, "
-        f"refilled_at_ms, {names}) VALUES (?, ?, ?, ?, ?, ?, ?{', ?' * len(extra)}) "
-        "ON CONFLICT (name) DO UPDATE SET "
-        "limit_per_window = excluded.limit_per_window, window_ms = excluded.window_ms, "
-        "burst = excluded.burst, paused = excluded.paused, tokens = excluded.tokens, "
-        "refilled_at_ms = excluded.refilled_at_ms, throttles = 0, "
-        + ", ".join(f"{c} = excluded.{c}" for c in extra),
-        (name, limit, window_ms, burst, int(paused), tokens, now, *extra.values()),
-    )
+    conn.execute(UPSERT_RATE_CLASS, (name, limit, window_ms, burst, int(paused), tokens, now,
+                                     *(extra[c] for c in adaptive_rules.SETTINGS)))
 
 
 def upsert_concurrency_limit(
@@ -174,12 +164,7 @@ def upsert_concurrency_limit(
     if on_saturated not in SATURATION_STRATEGIES:
         raise InvalidInput(f"on_saturated must be one of {'|'.join(SATURATION_STRATEGIES)}")
     ensure_queue(conn, now, queue)
-    conn.execute(
-        "INSERT INTO concurrency_limits (name, queue, max_concurrent, on_saturated) "
-        "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, "
-        "max_concurrent = excluded.max_concurrent, on_saturated = excluded.on_saturated",
-        (name, queue, max_concurrent, on_saturated),
-    )
+    conn.execute(UPSERT_CONCURRENCY_LIMIT, (name, queue, max_concurrent, on_saturated))
 
 
 def delete_rate_class(conn: Connection, name: str, force: bool) -> int:
@@ -187,11 +172,11 @@ def delete_rate_class(conn: Connection, name: str, force: bool) -> int:
     partial index jobs_rate_class_available_id counts them, never a scan); returns that
     count, and deletes only when it is 0 or `force`. Jobs that name a missing class are
     admitted without a budget."""
-    if conn.execute("SELECT 1 FROM rate_classes WHERE name = ?", (name,)).fetchone() is None:
+    if conn.execute(RATE_CLASS_EXISTS, (name,)).fetchone() is None:
         raise NotFound("rate class", name)
     waiting = conn.execute(RATE_CLASS_WAITING, (name,)).fetchone()[0]
     if waiting == 0 or force:
-        conn.execute("DELETE FROM rate_classes WHERE name = ?", (name,))
+        conn.execute(DELETE_RATE_CLASS, (name,))
     return int(waiting)
 
 
@@ -199,36 +184,17 @@ def delete_concurrency_limit(conn: Connection, name: str, force: bool) -> tuple[
     """Remove a concurrency limit unless its queue has jobs running or waiting under it
     (from the maintained queue_counts, not from jobs); returns (that count, its queue),
     and deletes only when the count is 0 or `force`."""
-    row = conn.execute("SELECT queue FROM concurrency_limits WHERE name = ?", (name,)).fetchone()
+    row = conn.execute(CONCURRENCY_LIMIT_QUEUE, (name,)).fetchone()
     if row is None:
         raise NotFound("concurrency limit", name)
     queue = row[0]
-    governed = conn.execute(
-        "SELECT coalesce(sum(n), 0) FROM queue_counts WHERE queue = ? "
-        "AND state IN ('available', 'running')", (queue,),
-    ).fetchone()[0]
+    governed = conn.execute(QUEUE_GOVERNED, (queue,)).fetchone()[0]
     if governed == 0 or force:
-        conn.execute("DELETE FROM concurrency_limits WHERE name = ?", (name,))
+        conn.execute(DELETE_CONCURRENCY_LIMIT, (name,))
     return int(governed), queue
 
 
 # -- workers ------------------------------------------------------------------------
-
-UPSERT_WORKER = """
-INSERT INTO workers (worker_id, host, pid, queues, concurrency, inflight, polls, empty_polls,
-    started_at_ms, heartbeat_at_ms, status, agent, kinds)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (worker_id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-    queues = excluded.queues, concurrency = excluded.concurrency, inflight = excluded.inflight,
-    polls = excluded.polls, empty_polls = excluded.empty_polls,
-    heartbeat_at_ms = excluded.heartbeat_at_ms, status = excluded.status,
-    agent = excluded.agent, kinds = excluded.kinds
-"""
-
-
-# Whether a worker's running claims are still theirs (see heartbeat).
-SELECT_RUNNING_CHECK = "SELECT id, state, cancel_requested, fence FROM jobs WHERE id IN ({marks})"
-
 
 def heartbeat(
     conn: Connection, now: int, worker: dict[str, Any], running: Sequence[Claim]
@@ -254,13 +220,9 @@ def heartbeat(
         row["status"], None if agent is None else str(agent),
         None if kinds is None else json.dumps(list(kinds)),
     ))
-    signal = conn.execute(
-        "SELECT pending_signal FROM workers WHERE worker_id = ?", (row["worker_id"],)
-    ).fetchone()
+    signal = conn.execute(SELECT_PENDING_SIGNAL, (row["worker_id"],)).fetchone()
     if signal[0] is not None:
-        conn.execute(
-            "UPDATE workers SET pending_signal = NULL WHERE worker_id = ?", (row["worker_id"],)
-        )
+        conn.execute(CLEAR_PENDING_SIGNAL, (row["worker_id"],))
     rows: dict[str, tuple] = {}
     ids = list({c.job.id for c in running})
     for i in range(0, len(ids), 500):  # one read per 500 jobs, not one per job
@@ -278,28 +240,19 @@ def heartbeat(
 def signal_worker(conn: Connection, worker_id: str, command: str | None) -> None:
     if command is not None and command not in WORKER_SIGNALS:
         raise InvalidInput(f"command must be one of {'|'.join(WORKER_SIGNALS)} or null")
-    cur = conn.execute(
-        "UPDATE workers SET pending_signal = ? WHERE worker_id = ?", (command, worker_id)
-    )
+    cur = conn.execute(SIGNAL_WORKER, (command, worker_id))
     if cur.rowcount == 0:
         raise NotFound("worker", worker_id)
 
 
 # -- duty leases --------------------------------------------------------------------
 
-CLAIM_DUTY = """
-INSERT INTO duties (name, holder, expires_at_ms) VALUES (?, ?, ?)
-ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at_ms = excluded.expires_at_ms
-WHERE duties.holder = excluded.holder OR duties.expires_at_ms <= ?
-"""
-
-
 def claim_duty(conn: Connection, now: int, name: str, holder: str, ttl_ms: int) -> bool:
     check_text("duty", name)
     check_text("holder", holder)
     check_int("ttl_ms", ttl_ms, 1)
     conn.execute(CLAIM_DUTY, (name, holder, now + ttl_ms, now))
-    row = conn.execute("SELECT holder FROM duties WHERE name = ?", (name,)).fetchone()
+    row = conn.execute(SELECT_DUTY_HOLDER, (name,)).fetchone()
     return row is not None and row[0] == holder
 
 
@@ -309,13 +262,8 @@ def renew_duty(conn: Connection, now: int, name: str, holder: str, ttl_ms: int) 
     check_text("duty", name)
     check_text("holder", holder)
     check_int("ttl_ms", ttl_ms, 1)
-    return conn.execute(
-        "UPDATE duties SET expires_at_ms = ? WHERE name = ? AND holder = ? AND expires_at_ms > ?",
-        (now + ttl_ms, name, holder, now),
-    ).rowcount == 1
+    return conn.execute(RENEW_DUTY, (now + ttl_ms, name, holder, now)).rowcount == 1
 
 
 def release_duty(conn: Connection, name: str, holder: str) -> None:
-    conn.execute(
-        "UPDATE duties SET expires_at_ms = 0 WHERE name = ? AND holder = ?", (name, holder)
-    )
+    conn.execute(RELEASE_DUTY, (name, holder))

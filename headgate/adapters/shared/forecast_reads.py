@@ -10,25 +10,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from .conn import Connection
+from .queries import load
 
 AHEAD_LIMIT = 10_000
 CLASS_SAMPLE = 2_000
 
-# Admission's order inside a partition (admission.SELECT_CANDIDATES), counted up to a
-# bound over the partial index jobs_admit.
-COUNT_AHEAD = """
-SELECT count(*) FROM (SELECT 1 FROM jobs WHERE queue = ? AND partition_key = ?
-    AND state = 'available' AND (priority > ? OR (priority = ? AND rowid < ?)) LIMIT ?) AS ahead
-"""
-SELECT_PLACE = "SELECT state, queue, partition_key, priority, rowid FROM jobs WHERE id = ?"
-# The oldest available job over jobs_available_age.
-SELECT_OLDEST = """
-SELECT id FROM jobs WHERE queue = ? AND state = 'available' ORDER BY enqueued_at_ms, rowid LIMIT 1
-"""
-SELECT_CLASS_MIX = """
-SELECT rate_class, count(*) FROM (SELECT rate_class FROM jobs
-    WHERE queue = ? AND state = 'available' LIMIT ?) AS sample GROUP BY rate_class
-"""
+Q = load(__name__)
+COUNT_AHEAD = Q["count_ahead"]
+SELECT_PLACE = Q["select_place"]
+SELECT_OLDEST = Q["select_oldest"]
+SELECT_CLASS_MIX = Q["select_class_mix"]
 
 
 def forecast_inputs(conn: Connection, job_ids: Sequence[str],

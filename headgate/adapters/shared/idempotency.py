@@ -12,6 +12,8 @@ import itertools
 import json
 from typing import Any
 
+from .queries import fill, load
+
 DAY_MS = 24 * 3_600_000
 # An in-progress row older than this belongs to a request that died mid-way.
 STALE_MS = 60_000
@@ -22,33 +24,16 @@ PURGE_BATCH = 100
 PURGE_EVERY = 16
 _begins = itertools.count()
 
-SELECT_KEY = (
-    "SELECT request_hash, state, status, headers, body, created_at_ms, expires_at_ms "
-    "FROM api_idempotency WHERE scope_key = ?{for_update}"
-)
-UPSERT_IN_PROGRESS = (
-    "INSERT INTO api_idempotency (scope_key, request_hash, state, status, headers, body, "
-    "created_at_ms, expires_at_ms) VALUES (?, ?, 'in_progress', NULL, NULL, NULL, ?, ?) "
-    "ON CONFLICT (scope_key) DO UPDATE SET request_hash = excluded.request_hash, "
-    "state = 'in_progress', status = NULL, headers = NULL, body = NULL, "
-    "created_at_ms = excluded.created_at_ms, expires_at_ms = excluded.expires_at_ms"
-)
-
-
-# A bounded number of expired keys (an expired key is never answered: `peek` reads the
-# expiry).
-PURGE = (
-    "DELETE FROM api_idempotency WHERE scope_key IN (SELECT scope_key FROM "
-    "api_idempotency WHERE expires_at_ms <= ? LIMIT ?)"
-)
-# PostgreSQL: the key's lock (a missing row cannot be locked); with the purge, one round
-# trip. What the key's holder committed is read by the next statement, whose snapshot is
-# taken after the lock.
-KEY_LOCK = ("SELECT pg_advisory_xact_lock(hashtextextended(encode(?, 'hex'), "
-            "headgate_key_lock_seed()))")
-PURGE_AND_LOCK = (
-    f"WITH purged AS ({PURGE} RETURNING 1) {KEY_LOCK}, (SELECT count(*) FROM purged)"
-)
+Q = load(__name__)
+SELECT_KEY = Q["select_key"]
+UPSERT_IN_PROGRESS = Q["upsert_in_progress"]
+PURGE = Q["purge"]
+KEY_LOCK = Q["key_lock"]
+PURGE_AND_LOCK = fill(Q["purge_and_lock"], purge=PURGE, key_lock=KEY_LOCK)
+UPSERT_DONE = Q["upsert_done"]
+COMPLETE = Q["complete"]
+ABORT = Q["abort"]
+FORGET = Q["forget"]
 
 
 def purge_due() -> bool:
@@ -67,20 +52,6 @@ def purge_and_lock(conn: Any, now: int, scope_key: str) -> None:
             conn.execute(KEY_LOCK, (scope_key.encode(),))
     elif purge:
         conn.execute(PURGE, (now, PURGE_BATCH))
-
-
-# A stored answer replaces an expired or abandoned record of the key.
-INSERT_DONE = (
-    "INSERT INTO api_idempotency (scope_key, request_hash, state, status, headers, body, "
-    "created_at_ms, expires_at_ms) "
-)
-ON_CONFLICT_DONE = (
-    " ON CONFLICT (scope_key) DO UPDATE SET request_hash = excluded.request_hash, "
-    "state = 'done', status = excluded.status, headers = excluded.headers, "
-    "body = excluded.body, created_at_ms = excluded.created_at_ms, "
-    "expires_at_ms = excluded.expires_at_ms"
-)
-UPSERT_DONE = INSERT_DONE + "VALUES (?, ?, 'done', ?, ?, ?, ?, ?)" + ON_CONFLICT_DONE
 
 
 def begin(conn: Any, now: int, scope_key: str, request_hash: str, ttl_ms: int,
@@ -134,19 +105,13 @@ def store_done(conn: Any, now: int, scope_key: str, request_hash: str, ttl_ms: i
 
 def complete(conn: Any, scope_key: str, status: int, headers: dict[str, str],
              body: bytes) -> None:
-    conn.execute(
-        "UPDATE api_idempotency SET state = 'done', status = ?, headers = ?, body = ? "
-        "WHERE scope_key = ?", (status, json.dumps(headers), body, scope_key),
-    )
+    conn.execute(COMPLETE, (status, json.dumps(headers), body, scope_key))
 
 
 def abort(conn: Any, scope_key: str) -> None:
-    conn.execute(
-        "DELETE FROM api_idempotency WHERE scope_key = ? AND state = 'in_progress'",
-        (scope_key,),
-    )
+    conn.execute(ABORT, (scope_key,))
 
 
 def forget(conn: Any, scope_key: str) -> None:
     """Drop a key its own transaction claimed, whatever it recorded since."""
-    conn.execute("DELETE FROM api_idempotency WHERE scope_key = ?", (scope_key,))
+    conn.execute(FORGET, (scope_key,))

@@ -19,46 +19,55 @@ from . import adaptive
 from .admission_limits import RateBucket
 from .conn import Connection
 from .control import RATE_CLASS_WAITING
+from .queries import fill, load
 from .rows import JOB_COLUMNS, JOB_COLUMNS_WITH_PAYLOAD, minute, row_to_job
+
+Q = load(__name__)
+SELECT_JOB = fill(Q["select_job"], columns=JOB_COLUMNS)
+SELECT_JOB_WITH_PAYLOAD = fill(Q["select_job"], columns=JOB_COLUMNS_WITH_PAYLOAD)
+SELECT_RESULT = Q["select_result"]
+SELECT_OUTPUT = Q["select_output"]
+SELECT_PROGRESS = Q["select_progress"]
+COUNTS_ALL = Q["counts_all"]
+COUNTS_OF_QUEUE = Q["counts_of_queue"]
+RECENT_HISTORY = Q["recent_history"]
+QUEUE_COUNTS = Q["queue_counts"]
+QUEUES_WITH_OLDEST = Q["queues_with_oldest"]
+PARTITIONS = Q["partitions"]
+RATE_CLASSES = fill(Q["rate_classes"], columns=adaptive.COLUMNS)
+CONCURRENCY_LIMITS = Q["concurrency_limits"]
+QUARANTINE_LIST = Q["quarantine_list"]
+QUEUE_HISTORY = Q["queue_history"]
+HISTORY_COUNTERS = Q["history_counters"]
+LIST_WORKERS = Q["list_workers"]
+RUNNING_JOBS = Q["running_jobs"]
 
 
 def get_job(conn: Connection, job_id: str, include_payload: bool) -> Job | None:
-    cols = JOB_COLUMNS_WITH_PAYLOAD if include_payload else JOB_COLUMNS
-    row = conn.execute(f"SELECT {cols} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    sql = SELECT_JOB_WITH_PAYLOAD if include_payload else SELECT_JOB
+    row = conn.execute(sql, (job_id,)).fetchone()
     return row_to_job(row) if row else None
 
 
 def get_result(conn: Connection, job_id: str) -> Blob | None:
-    row = conn.execute(
-        "SELECT result, result_schema_version FROM jobs WHERE id = ? AND result IS NOT NULL",
-        (job_id,),
-    ).fetchone()
+    row = conn.execute(SELECT_RESULT, (job_id,)).fetchone()
     return Blob(bytes(row[0]), row[1]) if row else None
 
 
 def get_output(conn: Connection, job_id: str) -> Blob | None:
-    row = conn.execute(
-        "SELECT output, output_schema_version, output_fence, output_updated_at_ms FROM jobs "
-        "WHERE id = ? AND output IS NOT NULL", (job_id,),
-    ).fetchone()
+    row = conn.execute(SELECT_OUTPUT, (job_id,)).fetchone()
     return Blob(bytes(row[0]), row[1], row[2], row[3]) if row else None
 
 
 def get_progress(conn: Connection, job_id: str) -> Progress | None:
-    row = conn.execute(
-        "SELECT progress_current, progress_total, progress_message, progress_fence, "
-        "progress_updated_at_ms FROM jobs WHERE id = ? AND progress_updated_at_ms IS NOT NULL",
-        (job_id,),
-    ).fetchone()
+    row = conn.execute(SELECT_PROGRESS, (job_id,)).fetchone()
     return Progress(*row) if row else None
 
 
 def counts(conn: Connection, queue: str | None) -> dict[str, int]:
     result = {s.value: 0 for s in STORED_STATES}
-    if queue is None:
-        rows = conn.execute("SELECT state, sum(n) FROM queue_counts GROUP BY state")
-    else:
-        rows = conn.execute("SELECT state, n FROM queue_counts WHERE queue = ?", (queue,))
+    rows = conn.execute(COUNTS_ALL) if queue is None else conn.execute(COUNTS_OF_QUEUE,
+                                                                          (queue,))
     for state, n in rows:
         result[state] = int(n)
     return result
@@ -71,8 +80,7 @@ def _rates(conn: Connection, now: int) -> dict[str, dict[str, float]]:
     span_s = HISTORY_BUCKET_MS / 1000
     rates: dict[str, dict[str, float]] = defaultdict(lambda: {"arrived": 0.0, "drained": 0.0})
     for queue, bucket, arrived, completed, failed in conn.execute(
-        "SELECT queue, bucket_ms, arrived, completed, failed FROM queue_history "
-        "WHERE bucket_ms >= ?", (current - HISTORY_BUCKET_MS,),
+        RECENT_HISTORY, (current - HISTORY_BUCKET_MS,),
     ):
         weight = 1.0 if bucket == current else 1.0 - frac
         rates[queue]["arrived"] += arrived * weight / span_s
@@ -80,19 +88,9 @@ def _rates(conn: Connection, now: int) -> dict[str, dict[str, float]]:
     return rates
 
 
-# One statement for every queue (a round trip per queue on PostgreSQL added up on every
-# page that lists queues); each oldest age is one probe of jobs_available_age.
-QUEUES_WITH_OLDEST = (
-    "SELECT q.name, q.weight, q.paused, q.max_unfinished_jobs, "
-    "(SELECT min(j.enqueued_at_ms) FROM jobs AS j "
-    "WHERE j.queue = q.name AND j.state = 'available') "
-    "FROM queues AS q ORDER BY q.name"
-)
-
-
 def queue_stats(conn: Connection, now: int) -> list[dict[str, Any]]:
     by_queue: dict[str, dict[str, int]] = defaultdict(dict)
-    for queue, state, n in conn.execute("SELECT queue, state, n FROM queue_counts"):
+    for queue, state, n in conn.execute(QUEUE_COUNTS):
         by_queue[queue][state] = n
     rates = _rates(conn, now)
     out = []
@@ -124,11 +122,7 @@ def queue_stats(conn: Connection, now: int) -> list[dict[str, Any]]:
 
 
 def partitions(conn: Connection, queue: str, limit: int = 200) -> list[dict[str, Any]]:
-    rows = conn.execute(
-        "SELECT partition_key, deficit, waiting, running FROM partitions "
-        "WHERE queue = ? AND (waiting > 0 OR running > 0) ORDER BY waiting DESC, partition_key "
-        "LIMIT ?", (queue, limit),
-    )
+    rows = conn.execute(PARTITIONS, (queue, limit))
     return [
         {"partition_key": k, "deficit": d, "waiting": w, "running": r} for k, d, w, r in rows
     ]
@@ -136,9 +130,7 @@ def partitions(conn: Connection, queue: str, limit: int = 200) -> list[dict[str,
 
 def rate_classes(conn: Connection, now: int) -> list[dict[str, Any]]:
     out = []
-    for row in conn.execute(
-        f"SELECT name, {adaptive.COLUMNS} FROM rate_classes ORDER BY name"
-    ).fetchall():
+    for row in conn.execute(RATE_CLASSES).fetchall():
         bucket = RateBucket.load(row[1:7], now)
         waiting = conn.execute(RATE_CLASS_WAITING, (row[0],)).fetchone()[0]
         out.append({
@@ -158,20 +150,14 @@ def rate_classes(conn: Connection, now: int) -> list[dict[str, Any]]:
 def concurrency_limits(conn: Connection) -> list[dict[str, Any]]:
     return [
         {"name": n, "queue": q, "max_concurrent": m, "on_saturated": s}
-        for n, q, m, s in conn.execute(
-            "SELECT name, queue, max_concurrent, on_saturated FROM concurrency_limits "
-            "ORDER BY name"
-        )
+        for n, q, m, s in conn.execute(CONCURRENCY_LIMITS)
     ]
 
 
 def quarantine_list(conn: Connection) -> list[dict[str, Any]]:
     return [
         {"fingerprint": f, "kind": k, "crash_count": c, "quarantined_at_ms": t, "reason": r}
-        for f, k, c, t, r in conn.execute(
-            "SELECT fingerprint, kind, crash_count, quarantined_at_ms, reason FROM quarantine "
-            "ORDER BY quarantined_at_ms DESC"
-        )
+        for f, k, c, t, r in conn.execute(QUARANTINE_LIST)
     ]
 
 
@@ -182,11 +168,7 @@ def history(
             or bucket_ms < HISTORY_BUCKET_MS):
         raise InvalidInput(f"bucket_ms must be an integer >= {HISTORY_BUCKET_MS}")
     merged: dict[int, dict[str, Any]] = {}
-    for row in conn.execute(
-        "SELECT bucket_ms, arrived, completed, failed, depth, rejected_rate_class, "
-        "rejected_concurrency_limit, rejected_quarantine FROM queue_history "
-        "WHERE queue = ? AND bucket_ms >= ? ORDER BY bucket_ms", (queue, since_ms),
-    ):
+    for row in conn.execute(QUEUE_HISTORY, (queue, since_ms)):
         at = row[0] - row[0] % bucket_ms
         b = merged.setdefault(at, {
             "at_ms": at, "arrived": 0, "completed": 0, "failed": 0, "depth": None,
@@ -206,22 +188,14 @@ def history(
 
 def history_counters(conn: Connection, since_ms: int) -> dict[str, dict[int, tuple[int, ...]]]:
     out: dict[str, dict[int, tuple[int, ...]]] = {}
-    for queue, at, *counters in conn.execute(
-        "SELECT queue, bucket_ms, arrived, completed, failed, rejected_rate_class, "
-        "rejected_concurrency_limit, rejected_quarantine FROM queue_history "
-        "WHERE bucket_ms >= ?", (since_ms,),
-    ):
+    for queue, at, *counters in conn.execute(HISTORY_COUNTERS, (since_ms,)):
         out.setdefault(queue, {})[at] = tuple(counters)
     return out
 
 
 def list_workers(conn: Connection, now: int, within_ms: int) -> list[dict[str, Any]]:
     out = []
-    for row in conn.execute(
-        "SELECT worker_id, host, pid, queues, concurrency, inflight, polls, empty_polls, "
-        "started_at_ms, heartbeat_at_ms, status, pending_signal, agent, kinds FROM workers "
-        "WHERE heartbeat_at_ms >= ? ORDER BY worker_id", (now - within_ms,),
-    ):
+    for row in conn.execute(LIST_WORKERS, (now - within_ms,)):
         out.append({
             "worker_id": row[0], "host": row[1], "pid": row[2], "queues": json.loads(row[3]),
             "concurrency": row[4], "inflight": row[5], "polls": row[6], "empty_polls": row[7],
@@ -230,11 +204,6 @@ def list_workers(conn: Connection, now: int, within_ms: int) -> list[dict[str, A
             "kinds": None if row[13] is None else json.loads(row[13]),
         })
     return out
-
-
-# jobs_running's order: no sort, and never more rows than the fleet's slots.
-RUNNING_JOBS = ("SELECT id, kind, queue, worker_id, attempted_at_ms, lease_expires_at_ms "
-                "FROM jobs WHERE state = 'running' ORDER BY lease_expires_at_ms LIMIT ?")
 
 
 def running_jobs(conn: Connection, limit: int) -> list[dict[str, Any]]:

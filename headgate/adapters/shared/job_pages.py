@@ -22,6 +22,7 @@ from headgate.core.errors import InvalidInput
 from headgate.core.job_search import payload_matches
 
 from .conn import Connection
+from .queries import fill, load
 from .rows import JOB_COLUMNS, JOB_COLUMNS_WITH_PAYLOAD, row_to_job
 
 MAX_PAGE = 200
@@ -44,10 +45,11 @@ SCAN_CHUNK = 100
 # by id), so each kind is a branch. PostgreSQL's starts_with() plan walks the primary
 # key instead, and its collation need not keep a prefix's kinds together, so it keeps
 # the plain query.
-FIRST_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind >= ? AND kind < ? || char(1114111) "
-                     "ORDER BY kind LIMIT 1")
-NEXT_PREFIX_KIND = ("SELECT kind FROM jobs WHERE kind > ? AND kind < ? || char(1114111) "
-                    "ORDER BY kind LIMIT 1")
+Q = load(__name__)
+FIRST_PREFIX_KIND = Q["first_prefix_kind"]
+NEXT_PREFIX_KIND = Q["next_prefix_kind"]
+OCCUPIED = Q["occupied"]
+PAGE = Q["page"]
 
 
 def occupied(conn: Connection, states: Sequence[str],
@@ -55,12 +57,12 @@ def occupied(conn: Connection, states: Sequence[str],
     """The (queue, state) pairs holding any job in `states` (of `queue`, if given), from
     the maintained counters: the branches worth walking."""
     marks = ", ".join("?" * len(states))
-    sql = f"SELECT queue, state FROM queue_counts WHERE n > 0 AND state IN ({marks})"
     params = list(states)
+    where = ""
     if queue is not None:
-        sql += " AND queue = ?"
+        where = " AND queue = ?"
         params.append(queue)
-    return conn.execute(sql + " ORDER BY queue, state", params).fetchall()
+    return conn.execute(fill(OCCUPIED, marks=marks, where=where), params).fetchall()
 
 
 def merged(conn: Connection, sql: str, branches: Iterable[tuple], params: Sequence[Any],
@@ -219,11 +221,10 @@ def _rows(conn: Connection, now: int, f: JobFilter, before: str | None, n: int,
         where.append(conn.dialect.prefix_test("kind"))
         params += [f.kind_prefix] * where[-1].count("?")
     if branches is None:
-        sql = f"SELECT {cols} FROM jobs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        return conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, n)).fetchall()
+        clause = " WHERE " + " AND ".join(where) if where else ""
+        sql = fill(PAGE, columns=cols, where=clause)
+        return conn.execute(sql, (*params, n)).fetchall()
     column, values = branches
-    sql = f"SELECT {cols} FROM jobs WHERE " + " AND ".join([f"{column} = ?", *where])
-    sql += " ORDER BY id DESC LIMIT ?"
+    where = [f"{column} = ?", *where]
+    sql = fill(PAGE, columns=cols, where=" WHERE " + " AND ".join(where))
     return merged(conn, sql, [(v,) for v in values], params, n, True)

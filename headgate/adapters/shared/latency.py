@@ -10,9 +10,11 @@ of one queue and kind (kind since migration 0022; '' for buckets written before 
 from __future__ import annotations
 
 from .conn import Connection
+from .queries import fill, load
 
-SELECT_SINCE = ("SELECT queue, bucket_ms, metric, le_ms, n, sum_ms FROM queue_latency "
-                "WHERE bucket_ms >= ?")
+Q = load(__name__)
+SELECT_SINCE = Q["select_since"]
+TOTALS_SINCE = Q["totals_since"]
 
 
 def rows_since(conn: Connection, since_ms: int) -> list[tuple[str, int, str, int, int, int]]:
@@ -24,15 +26,14 @@ def totals_since(conn: Connection, since_ms: int, queue: str | None,
                  kind: str | None) -> list[tuple[str, str, str, int, int, int]]:
     """(queue, kind, metric, le_ms, n, sum_ms) summed over the minutes from `since_ms`,
     of one queue (a range of the key), one kind (the bucket index) or both."""
-    sql = ("SELECT queue, kind, metric, le_ms, sum(n), sum(sum_ms) FROM queue_latency "
-           "WHERE bucket_ms >= ?")
+    where = ""
     params: list[object] = [since_ms]
     if queue is not None:
-        sql += " AND queue = ?"
+        where += " AND queue = ?"
         params.append(queue)
     if kind is not None:
-        sql += " AND kind = ?"
+        where += " AND kind = ?"
         params.append(kind)
-    sql += " GROUP BY queue, kind, metric, le_ms"
+    sql = fill(TOTALS_SINCE, where=where)
     return [(str(q), str(k), str(m), int(le), int(n), int(s))
             for q, k, m, le, n, s in conn.execute(sql, params).fetchall()]

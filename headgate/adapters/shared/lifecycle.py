@@ -25,85 +25,29 @@ from headgate.core.transitions import DEFAULT_CRASH_LIMIT
 
 from . import adaptive
 from .conn import Connection
+from .queries import fill, load
 from .rows import append_error, bump_history, error_entry
 
-SELECT_FOR_ACK = """
-SELECT state, lease_id, fence, attempt, max_attempts, crash_attempt, retention_ms, queue,
-       rate_class, errors, worker_id
-FROM jobs WHERE id = ?{for_update}
-"""
-SELECT_FOR_ACKS = """
-SELECT id, state, lease_id, fence, attempt, max_attempts, crash_attempt, retention_ms, queue,
-       rate_class, errors, worker_id
-FROM jobs WHERE id IN ({marks}) ORDER BY id{for_update}
-"""
-DELETE_JOBS = "DELETE FROM jobs WHERE id IN ({marks})"
-# Plain successes checked and applied by the statement itself (see ack_plain_successes):
-# each ack's row must still be running under its lease and fence; RETURNING names the
-# rows it changed, the rest are lost leases.
-COMPLETE_PLAIN = """
-UPDATE jobs SET state = ?, lease_id = NULL, lease_expires_at_ms = NULL,
-    finalized_at_ms = ?, expires_at_ms = ? + retention_ms
-WHERE id IN ({marks}) AND state = 'running' AND retention_ms > 0
-  AND (id, lease_id, fence) IN (VALUES {rows})
-RETURNING id, queue
-"""
-DELETE_PLAIN = """
-DELETE FROM jobs
-WHERE id IN ({marks}) AND state = 'running' AND retention_ms = 0
-  AND (id, lease_id, fence) IN (VALUES {rows})
-RETURNING id, queue
-"""
-RENEW = """
-UPDATE jobs SET lease_expires_at_ms = ?
-WHERE id = ? AND lease_id = ? AND fence = ? AND state = 'running'
-"""
-WRITE_PROGRESS = """
-UPDATE jobs SET progress_current = ?, progress_total = ?, progress_message = ?,
-    progress_fence = fence, progress_updated_at_ms = ?
-WHERE id = ? AND lease_id = ? AND fence = ? AND state = 'running'
-"""
-WRITE_OUTPUT = """
-UPDATE jobs SET output = ?, output_schema_version = ?, output_fence = fence,
-    output_updated_at_ms = ?
-WHERE id = ? AND lease_id = ? AND fence = ? AND state = 'running'
-"""
-SELECT_EXPIRED = """
-SELECT id, crash_attempt, fingerprint, kind, worker_id, errors, queue, retention_ms, fence
-FROM jobs WHERE state = 'running' AND lease_expires_at_ms < ?
-ORDER BY lease_expires_at_ms LIMIT ?{skip_locked}
-"""
-PROMOTE_DUE = """
-UPDATE jobs SET state = 'available'
-WHERE id IN (SELECT id FROM jobs WHERE state IN ('scheduled', 'retryable')
-             AND scheduled_at_ms <= ?{in_queues} ORDER BY scheduled_at_ms LIMIT ?{skip_locked})
-  AND state IN ('scheduled', 'retryable') AND scheduled_at_ms <= ?
-RETURNING queue
-"""
-PROBE_DUE = """
-SELECT 1 FROM jobs WHERE state IN ('scheduled', 'retryable') AND scheduled_at_ms <= ?{in_queues}
-LIMIT 1
-"""
-DUE_QUEUES = """
-SELECT DISTINCT queue FROM (SELECT queue FROM jobs WHERE state IN ('scheduled', 'retryable')
-    AND scheduled_at_ms <= ? ORDER BY scheduled_at_ms LIMIT ?) AS due
-"""
-EXPIRED_QUEUES = """
-SELECT DISTINCT queue FROM (SELECT queue FROM jobs WHERE state = 'running'
-    AND lease_expires_at_ms < ? ORDER BY lease_expires_at_ms LIMIT ?) AS expired
-"""
-EVICT = """
-DELETE FROM jobs WHERE id IN (
-    SELECT id FROM jobs WHERE expires_at_ms <= ?
-    AND state IN ('completed', 'archived', 'cancelled', 'undecodable') LIMIT ?)
-"""
-UPSERT_QUARANTINE = """
-INSERT INTO quarantine (fingerprint, kind, crash_count, quarantined_at_ms, reason)
-VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (fingerprint) DO UPDATE SET crash_count = excluded.crash_count,
-    quarantined_at_ms = excluded.quarantined_at_ms, reason = excluded.reason
-"""
-DRAIN_RATE_CLASS = "UPDATE rate_classes SET tokens = ?, refilled_at_ms = ? WHERE name = ?"
+Q = load(__name__)
+SELECT_FOR_ACK = Q["select_for_ack"]
+SELECT_FOR_ACKS = Q["select_for_acks"]
+DELETE_JOBS = Q["delete_jobs"]
+UPDATE_JOBS = Q["update_jobs"]
+UPDATE_JOB = Q["update_job"]
+COMPLETE_PLAIN = Q["complete_plain"]
+DELETE_PLAIN = Q["delete_plain"]
+RENEW = Q["renew"]
+WRITE_PROGRESS = Q["write_progress"]
+WRITE_OUTPUT = Q["write_output"]
+SELECT_EXPIRED = Q["select_expired"]
+PROMOTE_DUE = Q["promote_due"]
+PROBE_DUE = Q["probe_due"]
+DUE_QUEUES = Q["due_queues"]
+EXPIRED_QUEUES = Q["expired_queues"]
+EVICT = Q["evict"]
+UPSERT_QUARANTINE = Q["upsert_quarantine"]
+SELECT_RATE_LIMIT = Q["select_rate_limit"]
+DRAIN_RATE_CLASS = Q["drain_rate_class"]
 
 MAX_PROGRESS_MESSAGE = 512
 FAILED_OUTCOMES = {Outcome.RETRY, Outcome.SKIP, Outcome.UNDECODABLE}
@@ -315,7 +259,8 @@ def _apply_planned(conn: Connection, ids: list[str], sets: dict[str, object] | N
         conn.execute(DELETE_JOBS.format(marks=marks), ids)
         return
     assignments = ", ".join(f"{column} = ?" for column in sets)
-    conn.execute(f"UPDATE jobs SET {assignments} WHERE id IN ({marks})", (*sets.values(), *ids))
+    conn.execute(fill(UPDATE_JOBS, assignments=assignments, marks=marks),
+                 (*sets.values(), *ids))
 
 
 def _add_counts(history: dict[str, dict[str, int]], queue: str, delta: dict[str, int]) -> None:
@@ -327,9 +272,7 @@ def _add_counts(history: dict[str, dict[str, int]], queue: str, delta: dict[str,
 def _drain_rate_class(conn: Connection, now: int, name: str, delay_ms: int) -> None:
     """A handler that hit an external rate limit empties its class for `delay_ms`, so the
     whole fleet backs off, not just this worker."""
-    row = conn.execute(
-        "SELECT limit_per_window, window_ms FROM rate_classes WHERE name = ?", (name,)
-    ).fetchone()
+    row = conn.execute(SELECT_RATE_LIMIT, (name,)).fetchone()
     if row is not None:
         limit, window_ms = row
         conn.execute(DRAIN_RATE_CLASS, (-(delay_ms * limit / window_ms), now, name))
@@ -337,7 +280,7 @@ def _drain_rate_class(conn: Connection, now: int, name: str, delay_ms: int) -> N
 
 def _update(conn: Connection, job_id: str, sets: dict[str, object]) -> None:
     assignments = ", ".join(f"{column} = ?" for column in sets)
-    conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*sets.values(), job_id))
+    conn.execute(fill(UPDATE_JOB, assignments=assignments), (*sets.values(), job_id))
 
 
 def lock_job_queues(conn: Connection, sql: str, params: tuple) -> None:

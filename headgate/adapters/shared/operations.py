@@ -22,6 +22,7 @@ from headgate.core.transitions import sources_of
 
 from . import control
 from .job_pages import MAX_BRANCHES, merged, occupied
+from .queries import fill, load
 
 # The operator event each bulk action applies; None = the row is deleted outright.
 ACTIONS: dict[str, str | None] = {
@@ -39,15 +40,25 @@ OP_COLUMNS = (
     "id, action, selector, dry_run, status, affected, total_estimated, total_capped, "
     "error, created_at_ms, updated_at_ms, finished_at_ms"
 )
-INSERT_OP = (
-    "INSERT INTO operations (id, action, selector, dry_run, status, affected, total_estimated, "
-    "total_capped, cursor, error, created_at_ms, updated_at_ms, finished_at_ms) "
-    "VALUES (?, ?, ?, ?, ?, 0, ?, ?, '', NULL, ?, ?, ?)"
-)
-SELECT_ACTIVE = (
-    "SELECT id, action, selector, cursor, status FROM operations "
-    "WHERE status IN ('queued', 'running') ORDER BY created_at_ms, id LIMIT 1{skip_locked}"
-)
+
+Q = load(__name__)
+INSERT_OP = Q["insert_op"]
+SELECT_OP = fill(Q["select_op"], columns=OP_COLUMNS)
+SELECT_ACTIVE = Q["select_active"]
+ACTIVE_ID = Q["active_id"]
+COUNT_STATES = Q["count_states"]
+COUNT_SELECTED = Q["count_selected"]
+NEXT_SELECTED = Q["next_selected"]
+NEXT_SELECTED_IN = Q["next_selected_in"]
+DELETE_JOBS = Q["delete_jobs"]
+ADVANCE_OP = Q["advance_op"]
+FAIL_OP = Q["fail_op"]
+QUEUE_TOTAL = Q["queue_total"]
+DROP_QUEUE = (Q["drop_queue_row"], Q["drop_queue_counts"], Q["drop_queue_partitions"],
+              Q["drop_queue_limits"], Q["drop_queue_memory"])
+QUEUE_EXISTS = Q["queue_exists"]
+PENDING_OF_ACTION = Q["pending_of_action"]
+STOP_QUEUE = Q["stop_queue"]
 
 
 def eligible_states(action: str) -> list[str]:
@@ -127,17 +138,16 @@ def estimate(conn: Any, selector: dict[str, Any], states: list[str]) -> tuple[in
         if not wanted:
             return 0, False
         marks = ", ".join("?" * len(wanted))
-        sql = f"SELECT coalesce(sum(n), 0) FROM queue_counts WHERE state IN ({marks})"
         params: list[Any] = list(wanted)
+        where = ""
         if "queue" in selector:
-            sql += " AND queue = ?"
+            where = " AND queue = ?"
             params.append(selector["queue"])
+        sql = fill(COUNT_STATES, marks=marks, where=where)
         return int(conn.execute(sql, params).fetchone()[0]), False
     where, params = _where(selector, states)
-    n = conn.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM jobs WHERE {where} LIMIT ?) s",
-        (*params, ESTIMATE_CAP + 1),
-    ).fetchone()[0]
+    n = conn.execute(fill(COUNT_SELECTED, where=where), (*params, ESTIMATE_CAP + 1)
+                     ).fetchone()[0]
     return (ESTIMATE_CAP, True) if n > ESTIMATE_CAP else (int(n), False)
 
 
@@ -165,7 +175,7 @@ def _insert(conn: Any, now: int, action: str, sel: dict[str, Any], dry_run: bool
 
 
 def get(conn: Any, op_id: str) -> dict | None:
-    row = conn.execute(f"SELECT {OP_COLUMNS} FROM operations WHERE id = ?", (op_id,)).fetchone()
+    row = conn.execute(SELECT_OP, (op_id,)).fetchone()
     if row is None:
         return None
     selector = json.loads(row[2])
@@ -206,12 +216,8 @@ def run_batch(conn: Any, now: int, limit: int) -> tuple[int, set[str], bool]:
         finished = _finish_queue_delete(conn, selector["queue"])
         if not finished:
             last = ""  # jobs arrived behind the cursor (e.g. other writers): sweep again
-    conn.execute(
-        "UPDATE operations SET status = ?, affected = affected + ?, cursor = ?, "
-        "updated_at_ms = ?, finished_at_ms = ? WHERE id = ?",
-        ("done" if finished else "running", affected, last, now, now if finished else None,
-         op_id),
-    )
+    conn.execute(ADVANCE_OP, ("done" if finished else "running", affected, last, now,
+                              now if finished else None, op_id))
     return affected, queues, True
 
 
@@ -229,14 +235,11 @@ def _next_rows(conn: Any, selector: dict[str, Any], states: list[str], cursor: s
         pairs = occupied(conn, wanted, selector.get("queue"))
     if pairs is None or len(pairs) > MAX_BRANCHES:
         where, params = _where(selector, states)
-        return conn.execute(
-            f"SELECT id, queue FROM jobs WHERE {where} AND id > ? ORDER BY id LIMIT ?",
-            (*params, cursor, limit),
-        ).fetchall()
+        return conn.execute(fill(NEXT_SELECTED, where=where),
+                            (*params, cursor, limit)).fetchall()
     rest = {k: v for k, v in selector.items() if k != "state"}
     where, params = _where(rest, [s.value for s in STORED_STATES])
-    sql = (f"SELECT id, queue FROM jobs WHERE queue = ? AND state = ? AND {where} "
-           "AND id > ? ORDER BY id LIMIT ?")
+    sql = fill(NEXT_SELECTED_IN, where=where)
     return merged(conn, sql, pairs, (*params, cursor), limit, False)
 
 
@@ -246,7 +249,7 @@ def _apply(conn: Any, now: int, action: str, rows: list[tuple]) -> tuple[int, se
     queues = {r[1] for r in rows}
     if ACTIONS.get(action) is None:  # delete, delete_queue
         ids = [r[0] for r in rows]
-        conn.execute(f"DELETE FROM jobs WHERE id IN ({', '.join('?' * len(ids))})", ids)
+        conn.execute(DELETE_JOBS.format(marks=", ".join("?" * len(ids))), ids)
         return len(ids), queues
     apply = control.operator_retry if action == "retry" else control.operator_cancel
     affected = 0
@@ -260,37 +263,23 @@ def _apply(conn: Any, now: int, action: str, rows: list[tuple]) -> tuple[int, se
 
 
 def fail(conn: Any, now: int, op_id: str, error: str) -> None:
-    conn.execute(
-        "UPDATE operations SET status = 'failed', error = ?, updated_at_ms = ?, "
-        "finished_at_ms = ? WHERE id = ?", (error[:1000], now, now, op_id),
-    )
+    conn.execute(FAIL_OP, (error[:1000], now, now, op_id))
 
 
 def active_id(conn: Any) -> str | None:
-    row = conn.execute(
-        "SELECT id FROM operations WHERE status IN ('queued', 'running') "
-        "ORDER BY created_at_ms, id LIMIT 1"
-    ).fetchone()
+    row = conn.execute(ACTIVE_ID).fetchone()
     return row[0] if row else None
 
 
 # -- queue delete -------------------------------------------------------------------
 
 def _queue_total(conn: Any, queue: str) -> int:
-    return int(conn.execute(
-        "SELECT coalesce(sum(n), 0) FROM queue_counts WHERE queue = ?", (queue,)
-    ).fetchone()[0])
+    return int(conn.execute(QUEUE_TOTAL, (queue,)).fetchone()[0])
 
 
 def _drop_queue(conn: Any, queue: str) -> None:
     """Forget an empty queue and its settings; history buckets age out on their own."""
-    for sql in (
-        "DELETE FROM queues WHERE name = ?",
-        "DELETE FROM queue_counts WHERE queue = ?",
-        "DELETE FROM partitions WHERE queue = ?",
-        "DELETE FROM concurrency_limits WHERE queue = ?",
-        "DELETE FROM queue_memory WHERE queue = ?",
-    ):
+    for sql in DROP_QUEUE:
         conn.execute(sql, (queue,))
 
 
@@ -305,14 +294,11 @@ def delete_queue(conn: Any, now: int, queue: str, force: bool) -> str | None:
     """None when the queue was empty and is gone; an operation id when `force` must
     delete jobs first. A non-empty queue without `force` is refused (409)."""
     check_text("queue", queue)
-    exists = conn.execute("SELECT 1 FROM queues WHERE name = ?", (queue,)).fetchone()
+    exists = conn.execute(QUEUE_EXISTS, (queue,)).fetchone()
     total = _queue_total(conn, queue)
     if exists is None and total == 0:
         raise NotFound("queue", queue)
-    pending = conn.execute(
-        "SELECT id, selector FROM operations WHERE action = ? AND status IN ('queued', 'running')",
-        (DELETE_QUEUE,),
-    ).fetchall()
+    pending = conn.execute(PENDING_OF_ACTION, (DELETE_QUEUE,)).fetchall()
     for op_id, selector in pending:
         if json.loads(selector).get("queue") == queue:
             return op_id  # already being deleted: one operation per queue
@@ -326,8 +312,6 @@ def delete_queue(conn: Any, now: int, queue: str, force: bool) -> str | None:
         )
     # Stop intake and admission while the jobs go: paused, and the 0 kill switch.
     control.ensure_queue(conn, now, queue)
-    conn.execute(
-        "UPDATE queues SET paused = 1, max_unfinished_jobs = 0 WHERE name = ?", (queue,)
-    )
+    conn.execute(STOP_QUEUE, (queue,))
     op = _insert(conn, now, DELETE_QUEUE, {"queue": queue}, False, total, False)
     return str(op["id"])

@@ -25,6 +25,7 @@ from headgate.core.policy import ON_MISSED
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
 from .conn import Connection
+from .queries import fill, load
 
 # Ticks enqueued for one schedule in one firing; a larger backlog is not a backfill but
 # a flood, and every tick is one transaction.
@@ -51,6 +52,30 @@ DEFAULTS: dict[str, Any] = {
 _TERMINAL_KEPT = tuple(sorted(s.value for s in TERMINAL if s is not State.QUARANTINED))
 _TERMINAL_MARKS = ", ".join(f"'{s}'" for s in _TERMINAL_KEPT)
 _UNFINISHED_MARKS = ", ".join(f"'{s.value}'" for s in sorted(UNFINISHED))
+
+Q = load(__name__)
+SELECT_SCHEDULE = fill(Q["select_schedule"], columns=SCHEDULE_COLUMNS)
+LIST_SCHEDULES = fill(Q["list_schedules"], columns=SCHEDULE_COLUMNS)
+UPSERT = fill(Q["upsert_schedule"], columns=SCHEDULE_COLUMNS,
+              marks=", ".join("?" * len(SCHEDULE_FIELDS)))
+DELETE_SCHEDULE = Q["delete_schedule"]
+DELETE_SCHEDULE_RUNS = Q["delete_schedule_runs"]
+DUE_SCHEDULES = fill(Q["due_schedules"], columns=SCHEDULE_COLUMNS)
+INSERT_EVENT = Q["insert_event"]
+PRUNE_EVENTS = Q["prune_events"]
+LIST_EVENTS = Q["list_events"]
+ADVANCE = Q["advance"]
+PARK = Q["park"]
+TOUCH_ENQUEUED = Q["touch_enqueued"]
+FIND_RUN = Q["find_run"]
+FORGET_OLD_RUNS = Q["forget_old_runs"]
+INSERT_RUN = Q["insert_run"]
+SELECT_RUN = Q["select_run"]
+FORGET_WORKERS = Q["forget_workers"]
+UNFINISHED_BY_QUEUE = fill(Q["unfinished_by_queue"], states=_UNFINISHED_MARKS)
+RECORD_DEPTH = Q["record_depth"]
+PRUNABLE_COUNTS = fill(Q["prunable_counts"], states=_TERMINAL_MARKS)
+PRUNE_TERMINAL = fill(Q["prune_terminal"], states=_TERMINAL_MARKS)
 
 
 def validate_schedule(schedule: Mapping[str, Any]) -> dict[str, Any]:
@@ -94,27 +119,12 @@ def _row(row: Sequence[Any]) -> dict[str, Any]:
 
 
 def get(conn: Connection, schedule_id: str) -> dict[str, Any] | None:
-    row = conn.execute(
-        f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?", (schedule_id,)
-    ).fetchone()
+    row = conn.execute(SELECT_SCHEDULE, (schedule_id,)).fetchone()
     return _row(row) if row is not None else None
 
 
 def list_all(conn: Connection) -> list[dict[str, Any]]:
-    return [_row(r) for r in conn.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY id")]
-
-
-UPSERT = f"""
-INSERT INTO schedules ({SCHEDULE_COLUMNS})
-VALUES ({", ".join("?" * len(SCHEDULE_FIELDS))})
-ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, payload = excluded.payload,
-    queue = excluded.queue, partition_key = excluded.partition_key,
-    rate_class = excluded.rate_class, priority = excluded.priority,
-    max_attempts = excluded.max_attempts, retention_ms = excluded.retention_ms,
-    spec = excluded.spec, next_run_ms = excluded.next_run_ms,
-    on_missed = excluded.on_missed, backfill_limit = excluded.backfill_limit,
-    paused = excluded.paused, updated_at_ms = excluded.updated_at_ms
-"""
+    return [_row(r) for r in conn.execute(LIST_SCHEDULES)]
 
 
 def upsert(conn: Connection, now: int, checked: dict[str, Any]) -> dict[str, Any]:
@@ -146,30 +156,16 @@ def upsert(conn: Connection, now: int, checked: dict[str, Any]) -> dict[str, Any
 
 def delete(conn: Connection, schedule_id: str) -> None:
     """Remove the schedule and its run-now records; its events stay for the audit."""
-    if conn.execute("DELETE FROM schedules WHERE id = ?", (schedule_id,)).rowcount == 0:
+    if conn.execute(DELETE_SCHEDULE, (schedule_id,)).rowcount == 0:
         raise NotFound("schedule", schedule_id)
-    conn.execute("DELETE FROM schedule_runs WHERE schedule_id = ?", (schedule_id,))
+    conn.execute(DELETE_SCHEDULE_RUNS, (schedule_id,))
 
 
 def due(conn: Connection, now: int, limit: int) -> list[dict[str, Any]]:
-    return [_row(r) for r in conn.execute(
-        f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE paused = 0 AND next_run_ms <= ? "
-        "ORDER BY next_run_ms LIMIT ?", (now, limit),
-    )]
+    return [_row(r) for r in conn.execute(DUE_SCHEDULES, (now, limit))]
 
 
 # -- events -------------------------------------------------------------------------
-
-INSERT_EVENT = """
-INSERT INTO schedule_events (schedule_id, tick_ms, job_id, outcome, reason, recorded_at_ms)
-VALUES (?, ?, ?, ?, ?, ?)
-"""
-PRUNE_EVENTS = """
-DELETE FROM schedule_events WHERE schedule_id = ? AND event_id <= (
-    SELECT event_id FROM schedule_events WHERE schedule_id = ?
-    ORDER BY event_id DESC LIMIT 1 OFFSET ?)
-"""
-
 
 def record_events(
     conn: Connection, now: int, schedule_id: str,
@@ -196,10 +192,7 @@ def list_events(
     if cursor is not None:
         check_int("cursor", cursor, 0)
     rows = conn.execute(
-        "SELECT event_id, schedule_id, tick_ms, job_id, outcome, reason, recorded_at_ms "
-        "FROM schedule_events WHERE schedule_id = ? AND event_id < ? "
-        "ORDER BY event_id DESC LIMIT ?",
-        (schedule_id, cursor if cursor is not None else 2**63 - 1, limit),
+        LIST_EVENTS, (schedule_id, cursor if cursor is not None else 2**63 - 1, limit),
     ).fetchall()
     keys = ("event_id", "schedule_id", "tick_ms", "job_id", "outcome", "reason",
             "recorded_at_ms")
@@ -212,28 +205,20 @@ def advance(
 ) -> bool:
     """Move next_run_ms on, unless the row changed since it was read (compare-and-set on
     spec and next_run_ms): a concurrent upsert's re-anchoring wins."""
-    cur = conn.execute(
-        "UPDATE schedules SET next_run_ms = ?, "
-        "last_enqueued_ms = CASE WHEN ? = 1 THEN ? ELSE last_enqueued_ms END "
-        "WHERE id = ? AND spec = ? AND next_run_ms = ?",
-        (next_run, int(enqueued), now, schedule["id"], schedule["spec"],
-         schedule["next_run_ms"]),
-    )
+    cur = conn.execute(ADVANCE, (next_run, int(enqueued), now, schedule["id"],
+                                 schedule["spec"], schedule["next_run_ms"]))
     return cur.rowcount == 1
 
 
 def park(conn: Connection, now: int, schedule: Mapping[str, Any]) -> bool:
     """Pause a schedule unless it changed since it was read (as `advance`)."""
-    cur = conn.execute(
-        "UPDATE schedules SET paused = 1, updated_at_ms = ? "
-        "WHERE id = ? AND spec = ? AND next_run_ms = ? AND paused = 0",
-        (now, schedule["id"], schedule["spec"], schedule["next_run_ms"]),
-    )
+    cur = conn.execute(PARK, (now, schedule["id"], schedule["spec"],
+                              schedule["next_run_ms"]))
     return cur.rowcount == 1
 
 
 def touch_enqueued(conn: Connection, now: int, schedule_id: str) -> None:
-    conn.execute("UPDATE schedules SET last_enqueued_ms = ? WHERE id = ?", (now, schedule_id))
+    conn.execute(TOUCH_ENQUEUED, (now, schedule_id))
 
 
 # -- run now ------------------------------------------------------------------------
@@ -242,10 +227,7 @@ RUN_KEY_RETENTION_MS = 48 * 3_600_000  # longer than the API's 24 h idempotency 
 
 
 def find_run(conn: Connection, now: int, schedule_id: str, key: str) -> str | None:
-    row = conn.execute(
-        "SELECT job_id FROM schedule_runs WHERE schedule_id = ? AND idempotency_key = ? "
-        "AND created_at_ms > ?", (schedule_id, key, now - RUN_KEY_RETENTION_MS),
-    ).fetchone()
+    row = conn.execute(FIND_RUN, (schedule_id, key, now - RUN_KEY_RETENTION_MS)).fetchone()
     return row[0] if row is not None else None
 
 
@@ -253,17 +235,9 @@ def remember_run(
     conn: Connection, now: int, schedule_id: str, key: str, job_id: str
 ) -> str:
     """Record which job `key` produced; returns the job a concurrent twin recorded first."""
-    conn.execute("DELETE FROM schedule_runs WHERE created_at_ms <= ?",
-                 (now - RUN_KEY_RETENTION_MS,))
-    conn.execute(
-        "INSERT INTO schedule_runs (schedule_id, idempotency_key, job_id, created_at_ms) "
-        "VALUES (?, ?, ?, ?) ON CONFLICT (schedule_id, idempotency_key) DO NOTHING",
-        (schedule_id, key, job_id, now),
-    )
-    row = conn.execute(
-        "SELECT job_id FROM schedule_runs WHERE schedule_id = ? AND idempotency_key = ?",
-        (schedule_id, key),
-    ).fetchone()
+    conn.execute(FORGET_OLD_RUNS, (now - RUN_KEY_RETENTION_MS,))
+    conn.execute(INSERT_RUN, (schedule_id, key, job_id, now))
+    row = conn.execute(SELECT_RUN, (schedule_id, key)).fetchone()
     return row[0]
 
 
@@ -271,24 +245,13 @@ def remember_run(
 
 
 def forget_workers(conn: Connection, now: int, older_than_ms: int) -> int:
-    return conn.execute(
-        "DELETE FROM workers WHERE heartbeat_at_ms < ?", (now - older_than_ms,)
-    ).rowcount
-
-
-RECORD_DEPTH = """
-INSERT INTO queue_history (queue, bucket_ms, depth) VALUES (?, ?, ?)
-ON CONFLICT (queue, bucket_ms) DO UPDATE SET depth = excluded.depth
-"""
+    return conn.execute(FORGET_WORKERS, (now - older_than_ms,)).rowcount
 
 
 def record_queue_depths(conn: Connection, now: int) -> int:
     """Write each queue's unfinished count (from the maintained counters) into the
     current minute bucket."""
-    rows = conn.execute(
-        f"SELECT queue, coalesce(sum(CASE WHEN state IN ({_UNFINISHED_MARKS}) THEN n END), 0) "
-        "FROM queue_counts GROUP BY queue"
-    ).fetchall()
+    rows = conn.execute(UNFINISHED_BY_QUEUE).fetchall()
     bucket = now - now % HISTORY_BUCKET_MS
     conn.executemany(RECORD_DEPTH, [(queue, bucket, int(depth)) for queue, depth in rows])
     return len(rows)
@@ -296,17 +259,11 @@ def record_queue_depths(conn: Connection, now: int) -> int:
 
 def prunable_counts(conn: Connection, cutoff: int) -> dict[str, int]:
     counts = {state: 0 for state in _TERMINAL_KEPT}
-    for state, n in conn.execute(
-        f"SELECT state, count(*) FROM jobs WHERE state IN ({_TERMINAL_MARKS}) "
-        "AND finalized_at_ms < ? GROUP BY state", (cutoff,),
-    ):
+    for state, n in conn.execute(PRUNABLE_COUNTS, (cutoff,)):
         counts[state] = int(n)
     return counts
 
 
 def prune_batch(conn: Connection, cutoff: int, limit: int) -> tuple[int, set[str]]:
-    rows = conn.execute(
-        f"DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state IN ({_TERMINAL_MARKS}) "
-        "AND finalized_at_ms < ? LIMIT ?) RETURNING queue", (cutoff, limit),
-    ).fetchall()
+    rows = conn.execute(PRUNE_TERMINAL, (cutoff, limit)).fetchall()
     return len(rows), {r[0] for r in rows}

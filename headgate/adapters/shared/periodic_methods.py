@@ -25,8 +25,11 @@ from headgate.store.port import ScheduleEvent, ScheduleStep, TickInsert
 
 from . import periodic
 from .enqueue_rows import EnqueueResult
+from .queries import load
 
 PRUNE_BATCH = 1000
+Q = load(__name__)
+EXISTING_IDS = Q["existing_ids"]
 
 
 class _Moved(Exception):
@@ -91,8 +94,7 @@ class PeriodicMethods:
                 # queues', the order of every transaction that holds both (a queue lock
                 # here first could deadlock with a producer of the same key).
                 marks = ", ".join("?" * len(ids))
-                before = {r[0] for r in conn.execute(
-                    f"SELECT id FROM jobs WHERE id IN ({marks})", ids)}
+                before = {r[0] for r in conn.execute(EXISTING_IDS.format(marks=marks), ids)}
                 result = self._enqueue(conn, now, envs)
                 if step is not None and not periodic.advance(
                     conn, now, {"id": step.schedule_id, "spec": step.spec,

@@ -12,6 +12,8 @@ from headgate.core.schema_constants import (
     MAX_ERRORS_KEPT,
 )
 
+from .queries import load
+
 JOB_FIELDS: tuple[str, ...] = (
     "id", "kind", "queue", "state", "schema_version", "priority", "partition_key",
     "rate_class", "weight", "fingerprint", "scheduled_at_ms", "max_attempts", "retention_ms",
@@ -80,22 +82,8 @@ def minute(now: int) -> int:
     return now - now % HISTORY_BUCKET_MS
 
 
-BUMP_HISTORY = """
-INSERT INTO queue_history (queue, bucket_ms, arrived, completed, failed,
-    rejected_rate_class, rejected_concurrency_limit, rejected_quarantine)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (queue, bucket_ms) DO UPDATE SET
-    arrived = queue_history.arrived + excluded.arrived,
-    completed = queue_history.completed + excluded.completed,
-    failed = queue_history.failed + excluded.failed,
-    rejected_rate_class = CASE WHEN excluded.rejected_rate_class > queue_history.rejected_rate_class
-        THEN excluded.rejected_rate_class ELSE queue_history.rejected_rate_class END,
-    rejected_concurrency_limit =
-        CASE WHEN excluded.rejected_concurrency_limit > queue_history.rejected_concurrency_limit
-        THEN excluded.rejected_concurrency_limit ELSE queue_history.rejected_concurrency_limit END,
-    rejected_quarantine = CASE WHEN excluded.rejected_quarantine > queue_history.rejected_quarantine
-        THEN excluded.rejected_quarantine ELSE queue_history.rejected_quarantine END
-"""
+Q = load(__name__)
+BUMP_HISTORY = Q["bump_history"]
 
 HISTORY_KEYS = (
     "arrived", "completed", "failed",

@@ -40,7 +40,13 @@ from .api_storage import ApiStorageMixin
 from .audit import AuditMethods
 from .enqueue_rows import EnqueueResult
 from .periodic_methods import PeriodicMethods
+from .queries import load
 from .rows import bump_history
+
+Q = load(__name__)
+PING = Q["ping"]
+DUTY_HOLDERS = Q["duty_holders"]
+REMOVE_WORKER = Q["remove_worker"]
 
 
 class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
@@ -55,7 +61,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
         return self.db.version()
 
     def ping(self) -> None:
-        self.db.query("SELECT 1 FROM jobs WHERE id = ?", ("__readyz__",))
+        self.db.query(PING, ("__readyz__",))
 
     def close(self) -> None:
         self.db.close()
@@ -217,7 +223,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
 
     def duty_holders(self) -> list[DutyHolder]:
         return [DutyHolder(n, h, e)
-                for n, h, e in self.db.query("SELECT name, holder, expires_at_ms FROM duties")]
+                for n, h, e in self.db.query(DUTY_HOLDERS)]
 
     # -- workers -----------------------------------------------------------------------
     def heartbeat(self, worker: dict[str, Any], running: Sequence[Claim] = ()) -> dict[str, Any]:
@@ -234,7 +240,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
 
     def remove_worker(self, worker_id: str) -> None:
         with self.db.write() as (conn, _):
-            conn.execute("DELETE FROM workers WHERE worker_id = ?", (worker_id,))
+            conn.execute(REMOVE_WORKER, (worker_id,))
 
     # -- operator control --------------------------------------------------------------
     def operator_retry(self, job_id: str) -> None:

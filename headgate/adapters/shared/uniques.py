@@ -16,20 +16,17 @@ from __future__ import annotations
 from typing import Any
 
 from .conn import Connection
+from .queries import load
 
-# The outer `expires_at_ms <= ?` is checked again on the row as it is deleted: on
-# PostgreSQL an enqueue may have re-claimed the key (a new window) since the inner
-# select read it, and that fresh row must survive.
-PRUNE = """
-DELETE FROM uniques WHERE key IN (
-    SELECT key FROM uniques WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ?
-    ORDER BY expires_at_ms LIMIT ?
-) AND expires_at_ms <= ?
-"""
-COUNTS = """
-SELECT (SELECT count(*) FROM uniques),
-       (SELECT count(*) FROM uniques WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ?)
-"""
+Q = load(__name__)
+PRUNE = Q["prune"]
+COUNTS = Q["counts"]
+SELECT_STATE = Q["select_state"]
+SCAN_START = Q["scan_start"]
+SCAN_AFTER = Q["scan_after"]
+DELETE_ORPHAN = Q["delete_orphan"]
+RESTORE = Q["restore"]
+SAVE_STATE = Q["save_state"]
 
 
 def prune_expired(conn: Connection, now: int, limit: int) -> int:
@@ -42,37 +39,6 @@ def counts(conn: Connection, now: int) -> dict[str, int]:
 
 
 SWEEP = "uniques_orphans"
-SELECT_STATE = "SELECT cursor, pruned, passes, pass_at_ms FROM upkeep WHERE name = ?"
-# One batch of keys in key order; the third column marks an orphan (PK lookups only).
-SCAN_START = """
-SELECT key, job_id, CASE WHEN expires_at_ms IS NULL
-    AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = uniques.job_id) THEN 1 ELSE 0 END
-FROM uniques ORDER BY key LIMIT ?
-"""
-SCAN_AFTER = """
-SELECT key, job_id, CASE WHEN expires_at_ms IS NULL
-    AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = uniques.job_id) THEN 1 ELSE 0 END
-FROM uniques WHERE key > ? ORDER BY key LIMIT ?
-"""
-# Re-checked as the row goes: on PostgreSQL an enqueue may have claimed the key for a
-# new job since the scan (job_id differs then, so the row stays).
-DELETE_ORPHAN = """
-DELETE FROM uniques WHERE key = ? AND job_id = ? AND expires_at_ms IS NULL
-    AND NOT EXISTS (SELECT 1 FROM jobs WHERE id = ?)
-"""
-# PostgreSQL: a DELETE that waited for an enqueue re-reading the same job id (an id
-# enqueued again after its job was deleted) re-checks the row, not the subquery, so it
-# can take the fresh claim. The job is visible to this next statement: put it back.
-RESTORE = """
-INSERT INTO uniques (key, job_id, expires_at_ms)
-SELECT ?, ?, NULL WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?)
-ON CONFLICT (key) DO NOTHING
-"""
-SAVE_STATE = """
-UPDATE upkeep SET cursor = ?, pruned = pruned + ?, passes = passes + ?,
-    pass_at_ms = CASE WHEN ? = 1 THEN ? ELSE pass_at_ms END
-WHERE name = ?
-"""
 
 
 def sweep_orphans(conn: Connection, now: int, limit: int) -> int:

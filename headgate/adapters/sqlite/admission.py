@@ -28,6 +28,7 @@ from headgate.adapters.shared.admission_limits import (
 )
 from headgate.adapters.shared.conn import Connection
 from headgate.adapters.shared.lifecycle import promote_due
+from headgate.adapters.shared.queries import fill, load
 from headgate.adapters.shared.rows import (
     JOB_COLUMNS_WITH_PAYLOAD,
     append_error,
@@ -38,73 +39,28 @@ from headgate.adapters.shared.rows import (
 from headgate.core import Claim, Explanation, State
 from headgate.core.ids import new_lease_id
 
-# The caller's queue rows with what else admit must know before scanning, in one read
-# (an index peek each): whether the queue has ceilings, whether anything is quarantined,
-# whether any of the queues has due jobs, and its partitions with waiting jobs counted
-# up to the capacity (what COUNT_PARTITIONS would say on the queue's first visit).
-SELECT_QUEUES = """
-SELECT name, weight, paused, rr_cursor,
-    EXISTS (SELECT 1 FROM concurrency_limits WHERE concurrency_limits.queue = queues.name),
-    EXISTS (SELECT 1 FROM quarantine),
-    EXISTS (SELECT 1 FROM jobs WHERE jobs.state IN ('scheduled', 'retryable')
-            AND jobs.scheduled_at_ms <= ? AND jobs.queue IN ({marks})),
-    (SELECT count(*) FROM (SELECT 1 FROM partitions
-                           WHERE partitions.queue = queues.name AND waiting > 0
-                           LIMIT ?) AS waiting)
-FROM queues WHERE name IN ({marks})
-"""
-# A queue's partitions with waiting jobs (the partial index partitions_waiting): how many,
-# counted up to a limit, then in key order from the start or after a key, a page at a time.
-COUNT_PARTITIONS = """
-SELECT count(*) FROM (SELECT 1 FROM partitions WHERE queue = ? AND waiting > 0 LIMIT ?) AS waiting
-"""
-SELECT_PARTITIONS = """
-SELECT partition_key, deficit, running FROM partitions
-WHERE queue = ? AND waiting > 0 ORDER BY partition_key LIMIT ?
-"""
-SELECT_PARTITIONS_AFTER = """
-SELECT partition_key, deficit, running FROM partitions
-WHERE queue = ? AND waiting > 0 AND partition_key > ? ORDER BY partition_key LIMIT ?
-"""
-SELECT_CANDIDATES = """
-SELECT rowid, id, priority, fingerprint, rate_class, weight, sticky_worker FROM jobs
-WHERE queue = ? AND partition_key = ? AND state = 'available'
-ORDER BY priority DESC, rowid LIMIT ?{skip_locked}
-"""
-SELECT_CANDIDATES_AFTER = """
-SELECT rowid, id, priority, fingerprint, rate_class, weight, sticky_worker FROM jobs
-WHERE queue = ? AND partition_key = ? AND state = 'available'
-  AND (priority < ? OR (priority = ? AND rowid > ?))
-ORDER BY priority DESC, rowid LIMIT ?{skip_locked}
-"""
-SELECT_RATE_CLASS = """
-SELECT limit_per_window, window_ms, burst, paused, tokens, refilled_at_ms
-FROM rate_classes WHERE name = ?{for_update}
-"""
-UPDATE_RATE_TOKENS = "UPDATE rate_classes SET tokens = ?, refilled_at_ms = ? WHERE name = ?"
-SELECT_LIMITS = """
-SELECT name, max_concurrent, on_saturated FROM concurrency_limits
-WHERE queue = ? ORDER BY max_concurrent, name
-"""
-SELECT_QUARANTINE = "SELECT crash_count FROM quarantine WHERE fingerprint = ?"
-CLAIM_JOBS = """
-UPDATE jobs SET state = 'running', fence = fence + 1, lease_id = ?, lease_expires_at_ms = ?,
-    worker_id = ?, attempted_at_ms = ?, cancel_requested = 0
-WHERE id IN ({marks}) AND state = 'available'
-RETURNING """ + JOB_COLUMNS_WITH_PAYLOAD
-UPDATE_DEFICIT = "UPDATE partitions SET deficit = ? WHERE queue = ? AND partition_key = ?"
-UPDATE_RR_CURSOR = "UPDATE queues SET rr_cursor = ? WHERE name = ?"
-SELECT_OLDEST_RUNNING = """
-SELECT id, errors FROM jobs WHERE queue = ? AND partition_key = ? AND state = 'running'
-ORDER BY attempted_at_ms, rowid LIMIT 1{for_update}
-"""
-CANCEL_JOB = """
-UPDATE jobs SET state = 'cancelled', lease_id = NULL, lease_expires_at_ms = NULL,
-    cancel_requested = 1, finalized_at_ms = ?, expires_at_ms = ? + retention_ms, errors = ?
-WHERE id = ?
-"""
-DISCARD_JOB = "DELETE FROM jobs WHERE id = ?"
-SELECT_ERRORS = "SELECT errors FROM jobs WHERE id = ?"
+Q = load(__name__)
+SELECT_QUEUES = Q["select_queues"]
+COUNT_PARTITIONS = Q["count_partitions"]
+SELECT_PARTITIONS = Q["select_partitions"]
+SELECT_PARTITIONS_AFTER = Q["select_partitions_after"]
+SELECT_CANDIDATES = Q["select_candidates"]
+SELECT_CANDIDATES_AFTER = Q["select_candidates_after"]
+SELECT_RATE_CLASS = Q["select_rate_class"]
+UPDATE_RATE_TOKENS = Q["update_rate_tokens"]
+SELECT_LIMITS = Q["select_limits"]
+SELECT_QUARANTINE = Q["select_quarantine"]
+CLAIM_JOBS = fill(Q["claim_jobs"], columns=JOB_COLUMNS_WITH_PAYLOAD)
+UPDATE_DEFICIT = Q["update_deficit"]
+UPDATE_RR_CURSOR = Q["update_rr_cursor"]
+SELECT_OLDEST_RUNNING = Q["select_oldest_running"]
+CANCEL_JOB = Q["cancel_job"]
+DISCARD_JOB = Q["discard_job"]
+SELECT_ERRORS = Q["select_errors"]
+EXPLAIN_JOB = Q["explain_job"]
+QUEUE_PAUSED = Q["queue_paused"]
+PARTITION_COUNTS = Q["partition_counts"]
+COUNT_AHEAD = Q["count_ahead"]
 
 
 @dataclass(slots=True)
@@ -415,10 +371,7 @@ def _ceiling(
 def explain(conn: Connection, now: int, job_id: str) -> Explanation | None:
     """SQLite's explain_admission, beside the admission it explains. PostgreSQL's store
     asks its own admission instead (headgate_explain_v1)."""
-    row = conn.execute(
-        "SELECT state, queue, partition_key, priority, rowid, fingerprint, rate_class, weight, "
-        "scheduled_at_ms, sticky_worker FROM jobs WHERE id = ?", (job_id,)
-    ).fetchone()
+    row = conn.execute(EXPLAIN_JOB, (job_id,)).fetchone()
     if row is None:
         return None
     state, queue, partition, priority, rowid, fp, rate_name, weight, due, sticky = row
@@ -430,7 +383,7 @@ def explain(conn: Connection, now: int, job_id: str) -> Explanation | None:
     if state is not State.AVAILABLE:
         return Explanation(False, None, {"state": state.value}, None)
     detail: dict = {"state": state.value, "queue": queue, "partition_key": partition}
-    paused = conn.execute("SELECT paused FROM queues WHERE name = ?", (queue,)).fetchone()
+    paused = conn.execute(QUEUE_PAUSED, (queue,)).fetchone()
     if paused and paused[0]:
         return Explanation(False, "queue_paused", {**detail, "paused": True}, None)
     crash = conn.execute(SELECT_QUARANTINE, (fp,)).fetchone()
@@ -456,10 +409,7 @@ def explain(conn: Connection, now: int, job_id: str) -> Explanation | None:
                 wait = bucket.refill_in_ms(weight)
                 return Explanation(False, "rate_class",
                                    {**detail, **numbers, "refill_in_ms": wait}, wait)
-    part = conn.execute(
-        "SELECT running, waiting FROM partitions WHERE queue = ? AND partition_key = ?",
-        (queue, partition),
-    ).fetchone()
+    part = conn.execute(PARTITION_COUNTS, (queue, partition)).fetchone()
     running, waiting = part if part else (0, 0)
     for name, max_concurrent, strategy in conn.execute(SELECT_LIMITS, (queue,)):
         if running >= max_concurrent:
@@ -467,12 +417,8 @@ def explain(conn: Connection, now: int, job_id: str) -> Explanation | None:
                 **detail, "limit": name, "running": running, "max_concurrent": max_concurrent,
                 "on_saturated": strategy,
             }, None)
-    ahead = conn.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE queue = ? AND partition_key = ? "
-        "AND state = 'available' AND (priority > ? OR (priority = ? AND rowid < ?)) LIMIT 10001) "
-        "AS ahead",
-        (queue, partition, priority, priority, rowid),
-    ).fetchone()[0]
+    ahead = conn.execute(COUNT_AHEAD, (queue, partition, priority, priority, rowid)
+                         ).fetchone()[0]
     if sticky:
         detail["sticky_worker"] = sticky
     if ahead:

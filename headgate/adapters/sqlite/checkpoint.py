@@ -36,6 +36,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
+from headgate.adapters.shared.queries import load
+
 log = logging.getLogger("headgate.sqlite")
 
 # Rows changed (counter rows included) between two checkpoints: ~2,000 single-job commits
@@ -47,6 +49,11 @@ EVERY_CHANGES = 8_000
 # ~20 MB, the automatic one at ~40 MB), so only a WAL a reader held open is truncated.
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
 RECHECK_S = 5.0
+
+Q = load(__name__)
+NO_BUSY_WAIT = Q["no_busy_wait"]
+CHECKPOINT_PASSIVE = Q["checkpoint_passive"]
+CHECKPOINT_TRUNCATE = Q["checkpoint_truncate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,16 +126,14 @@ class Checkpointer:
             if self._conn is None:
                 self._conn = self._connect()
                 # TRUNCATE must give up at once rather than wait (module docstring).
-                self._conn.execute("PRAGMA busy_timeout = 0")
-            _busy, frames, copied = self._conn.execute(
-                "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                self._conn.execute(NO_BUSY_WAIT)
+            _busy, frames, copied = self._conn.execute(CHECKPOINT_PASSIVE).fetchone()
             self.checkpoints += 1
             truncated = False
             size = self.wal_bytes()
             if size is not None and size > self.wal_limit and 0 <= copied == frames:
                 with self._write_lock:
-                    busy, frames, copied = self._conn.execute(
-                        "PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                    busy, frames, copied = self._conn.execute(CHECKPOINT_TRUNCATE).fetchone()
                 truncated = busy == 0
                 self.truncations += truncated
                 size = self.wal_bytes()

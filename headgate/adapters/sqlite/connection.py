@@ -25,23 +25,31 @@ from headgate.adapters.migrations import (
     write_sqlite_constants,
 )
 from headgate.adapters.migrations import known_versions as migration_versions
+from headgate.adapters.shared.queries import fill, load
 from headgate.core import StoreUnavailable
 
 from .checkpoint import WAL_SIZE_LIMIT, Checkpointer
 from .dialect import SQLITE
 
 BUSY_TIMEOUT_MS = 5_000
-# Which text of each trigger file this database last applied (headgate/db/README.md),
-# as PostgreSQL's schema_functions records its function files.
-CREATE_TRIGGER_LEDGER = (
-    "CREATE TABLE IF NOT EXISTS schema_triggers (name TEXT PRIMARY KEY, "
-    "sha256 TEXT NOT NULL, applied_at_ms INTEGER NOT NULL)"
-)
-RECORD_TRIGGER_FILE = (
-    "INSERT INTO schema_triggers (name, sha256, applied_at_ms) VALUES (?, ?, ?) "
-    "ON CONFLICT (name) DO UPDATE SET "
-    "sha256 = excluded.sha256, applied_at_ms = excluded.applied_at_ms"
-)
+
+Q = load(__name__)
+BUSY_TIMEOUT = Q["busy_timeout"]
+SETTINGS = (Q["page_size"], Q["journal_mode"], Q["synchronous"], Q["wal_autocheckpoint"])
+JOURNAL_SIZE_LIMIT = Q["journal_size_limit"]
+LATE_SETTINGS = (Q["cache_size"], Q["foreign_keys"])
+DATA_VERSION = Q["data_version"]
+CREATE_MIGRATION_LEDGER = Q["create_migration_ledger"]
+MIGRATION_APPLIED = Q["migration_applied"]
+RECORD_MIGRATION = Q["record_migration"]
+LEDGER_EXISTS = Q["ledger_exists"]
+APPLIED_VERSIONS = Q["applied_versions"]
+CREATE_TRIGGER_LEDGER = Q["create_trigger_ledger"]
+RECORD_TRIGGER_FILE = Q["record_trigger_file"]
+TRIGGERS_IN_USE = Q["triggers_in_use"]
+TRIGGER_LEDGER_EXISTS = Q["trigger_ledger_exists"]
+APPLIED_TRIGGER_FILES = Q["applied_trigger_files"]
+DROP_TRIGGER = Q["drop_trigger"]
 
 
 class SqliteConnection(sqlite3.Connection):
@@ -96,20 +104,13 @@ class Database:
                     self.path, isolation_level=None, check_same_thread=False,
                     timeout=self.busy_timeout_ms / 1000, factory=SqliteConnection,
                 )
-                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-                # Small pages: a commit writes every page it touched to the WAL, and a
-                # job's state change touches a dozen index pages. Only takes effect on
-                # a new file (before the first table), which is when it matters.
-                conn.execute("PRAGMA page_size = 1024")
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")
-                # The checkpointer thread keeps the WAL short; this (~40 MB) is its fallback.
-                conn.execute("PRAGMA wal_autocheckpoint = 40000")
-                # A writer that starts the WAL over cuts the file back to this
-                # (checkpoint.py: what a long reader leaves behind).
-                conn.execute(f"PRAGMA journal_size_limit = {int(self.wal_limit)}")
-                conn.execute("PRAGMA cache_size = -65536")
-                conn.execute("PRAGMA foreign_keys = OFF")
+                # In this order; sql/connection.sql says why each.
+                conn.execute(fill(BUSY_TIMEOUT, value=str(int(self.busy_timeout_ms))))
+                for setting in SETTINGS:
+                    conn.execute(setting)
+                conn.execute(fill(JOURNAL_SIZE_LIMIT, value=str(int(self.wal_limit))))
+                for setting in LATE_SETTINGS:
+                    conn.execute(setting)
             except sqlite3.Error as exc:
                 raise _unavailable(exc) from exc
             self._local.conn = conn
@@ -154,7 +155,7 @@ class Database:
                                                   isolation_level=None)
                     with self._all_lock:
                         self._all.append(self._probe)
-                return self._probe.execute("PRAGMA data_version").fetchone()[0]
+                return self._probe.execute(DATA_VERSION).fetchone()[0]
         except sqlite3.Error as exc:
             raise _unavailable(exc) from exc
 
@@ -208,19 +209,13 @@ class Database:
         rewrite the constant tables if the Python constants changed."""
         conn = self.connection()
         try:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations "
-                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-                "applied_at_ms INTEGER NOT NULL)"
-            )
+            conn.execute(CREATE_MIGRATION_LEDGER)
         except sqlite3.Error as exc:  # e.g. a file that is not a database, or read-only
             raise _unavailable(exc) from exc
         for migration in migrations("sqlite"):
             version = migration.version
             with self.write() as (wconn, now):
-                done = wconn.execute(
-                    "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
-                ).fetchone()
+                done = wconn.execute(MIGRATION_APPLIED, (version,)).fetchone()
                 if done:
                     continue
                 for statement in _split_sql(migration.sql):
@@ -228,10 +223,7 @@ class Database:
                 # Tables a migration just created hold their values before it commits,
                 # so no other process's trigger ever reads them empty.
                 write_sqlite_constants(wconn)
-                wconn.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)",
-                    (version, migration.name, now),
-                )
+                wconn.execute(RECORD_MIGRATION, (version, migration.name, now))
         try:
             triggers_stale = bool(stale_trigger_files(conn))
         except sqlite3.Error as exc:
@@ -272,12 +264,10 @@ class Database:
         the first query)."""
         try:
             conn = self.connection()
-            table = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
-            ).fetchone()
+            table = conn.execute(LEDGER_EXISTS).fetchone()
             if table is None:
                 return set()
-            return {int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
+            return {int(r[0]) for r in conn.execute(APPLIED_VERSIONS)}
         except sqlite3.Error as exc:
             raise _unavailable(exc) from exc
 
@@ -326,12 +316,10 @@ def stale_trigger_files(conn: sqlite3.Connection, *,
     """The trigger files whose triggers this database does not hold exactly (missing:
     dropped with their table, or edited by hand), and with ``by_digest`` also those
     whose text schema_triggers does not record as applied."""
-    in_use = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
+    in_use = dict(conn.execute(TRIGGERS_IN_USE))
     applied: dict[str, str] = {}
-    if by_digest and conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_triggers'"
-    ).fetchone():
-        applied = dict(conn.execute("SELECT name, sha256 FROM schema_triggers"))
+    if by_digest and conn.execute(TRIGGER_LEDGER_EXISTS).fetchone():
+        applied = dict(conn.execute(APPLIED_TRIGGER_FILES))
     return [
         file for file in trigger_files()
         if (by_digest and applied.get(file.name) != file.digest)
@@ -346,7 +334,7 @@ def apply_trigger_files(conn: sqlite3.Connection, now: int) -> None:
     conn.execute(CREATE_TRIGGER_LEDGER)
     for file in stale_trigger_files(conn):
         for name, text in trigger_definitions(file).items():
-            conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+            conn.execute(fill(DROP_TRIGGER, name=name))
             conn.execute(text)
         conn.execute(RECORD_TRIGGER_FILE, (file.name, file.digest, now))
 

@@ -17,6 +17,7 @@ from typing import Final, cast
 from headgate.adapters.shared.conn import Connection
 from headgate.adapters.shared.control import ENSURE_QUEUE
 from headgate.adapters.shared.enqueue_rows import EnqueueResult, effective_unique_key, insert_row
+from headgate.adapters.shared.queries import fill, load
 from headgate.adapters.shared.rows import bump_history
 from headgate.core import (
     TERMINAL,
@@ -39,54 +40,26 @@ from headgate.core.schema_constants import (
 CHUNK = 500
 AVAILABLE = State.AVAILABLE.value
 
-INSERT_JOBS = """
-INSERT INTO jobs (id, kind, schema_version, payload, fingerprint, queue, priority,
-    partition_key, rate_class, weight, state, scheduled_at_ms, max_attempts, retention_ms,
-    tags, sticky_worker, headers, enqueued_at_ms, periodic_schedule_id, periodic_tick_ms,
-    was_pending, counted)
-VALUES {rows}
-"""
-# counted 0: the insert triggers count the row; 1: the batch writes its counts itself
-# (one upsert per queue and state, per queue and partition: COUNT_BATCH, PARTITIONS_BATCH).
+# A row's placeholders; the last column is `counted` (insert_jobs in sql/enqueue.sql).
 ROW_MARKS = "(" + "?, " * 21 + "0)"
 BATCH_ROW_MARKS = "(" + "?, " * 21 + "1)"
 INSERT_CHUNK = 400  # rows per statement, under SQLite's variable cap
-COUNT_BATCH = """
-INSERT INTO queue_counts (queue, state, n) VALUES (?, ?, ?)
-ON CONFLICT (queue, state) DO UPDATE SET n = n + excluded.n
-"""
-PARTITIONS_BATCH = """
-INSERT INTO partitions (queue, partition_key, waiting) VALUES (?, ?, ?)
-ON CONFLICT (queue, partition_key) DO UPDATE SET waiting = waiting + excluded.waiting
-"""
-SELECT_IDENTITY = """
-SELECT id, kind, schema_version, payload, queue, priority, partition_key, rate_class, weight,
-       max_attempts, tags, sticky_worker, headers
-FROM jobs WHERE id IN ({marks})
-"""
-SELECT_QUARANTINED = "SELECT fingerprint FROM quarantine WHERE fingerprint IN ({marks})"
-SELECT_LIMITS = "SELECT name, max_unfinished_jobs FROM queues WHERE name IN ({marks}) " \
-    "AND max_unfinished_jobs IS NOT NULL"
-SELECT_UNFINISHED = "SELECT coalesce(sum(n), 0) FROM queue_counts WHERE queue = ? " \
-    "AND state IN ({})".format(", ".join(f"'{s.value}'" for s in UNFINISHED))
-SELECT_UNIQUE = "SELECT job_id, expires_at_ms FROM uniques WHERE key = ?"
-UPSERT_UNIQUE = """
-INSERT INTO uniques (key, job_id, expires_at_ms) VALUES (?, ?, ?)
-ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, expires_at_ms = excluded.expires_at_ms
-"""
-SELECT_HOLDER = "SELECT state FROM jobs WHERE id = ?"
-# A single envelope's lookups in one read: id taken, fingerprint quarantined, the
-# queue's enqueue limit, the queue row present, and its unique key's row (NULL, NULL
-# without one).
-PROBE_ONE = """
-SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?),
-       EXISTS (SELECT 1 FROM quarantine WHERE fingerprint = ?),
-       (SELECT max_unfinished_jobs FROM queues WHERE name = ?),
-       EXISTS (SELECT 1 FROM queues WHERE name = ?),
-       u.job_id, u.expires_at_ms
-FROM (SELECT 1) LEFT JOIN uniques u ON u.key = ?
-"""
+
+Q = load(__name__)
+INSERT_JOBS = Q["insert_jobs"]
+COUNT_BATCH = Q["count_batch"]
+PARTITIONS_BATCH = Q["partitions_batch"]
+SELECT_IDENTITY = Q["select_identity"]
+SELECT_QUARANTINED = Q["select_quarantined"]
+SELECT_LIMITS = Q["select_limits"]
+SELECT_UNFINISHED = fill(Q["select_unfinished"],
+                         states=", ".join(f"'{s.value}'" for s in UNFINISHED))
+SELECT_UNIQUE = Q["select_unique"]
+UPSERT_UNIQUE = Q["upsert_unique"]
+SELECT_HOLDER = Q["select_holder"]
+PROBE_ONE = Q["probe_one"]
 INSERT_ONE = INSERT_JOBS.format(rows=ROW_MARKS)
+REPLACE_HOLDER = Q["replace_holder"]
 
 
 def _identity(env: Envelope) -> tuple:
@@ -292,5 +265,5 @@ def _replace_holder(
     if not sets:
         return False
     assignments = ", ".join(f"{column} = ?" for column in sets)
-    conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*sets.values(), holder_id))
+    conn.execute(fill(REPLACE_HOLDER, assignments=assignments), (*sets.values(), holder_id))
     return True
