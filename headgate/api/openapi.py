@@ -541,12 +541,22 @@ SCHEMAS: dict[str, Any] = {
                           ["rows", "expired", "oldest_bucket_ms"])
                for table in ("history", "latency")},
         }, ["retention_ms", "history", "latency"]),
-    }, ["engine", "path", "size_bytes", "uniques", "buckets"], desc=(
+        "horizon": obj({
+            "engine": STR, "wal_bytes": nullable(I64), "wal_limit_bytes": nullable(I64),
+            "oldest_transaction_ms": nullable(I64),
+            "transactions_seen": nullable({"type": "string", "enum": ["process", "database"]}),
+            "xmin_age": nullable(I64),
+        }, ["engine", "wal_bytes", "wal_limit_bytes", "oldest_transaction_ms",
+            "transactions_seen", "xmin_age"]),
+    }, ["engine", "path", "size_bytes", "uniques", "buckets", "horizon"], desc=(
         "Unique keys: all kept rows, window keys past their window, and the sweep for "
         "lifecycle keys whose job was deleted (keys pruned, passes finished, when the "
         "last pass ended). History and latency buckets: kept, older than the horizon "
         "(HG_HISTORY_RETENTION_MS), the oldest. The retention duty prunes all of them "
-        "in bounded batches.")),
+        "in bounded batches. `horizon`: what holds cleanup back, as /metrics reports it "
+        "(the WAL file on SQLite; the oldest open transaction, of this process's "
+        "connections on SQLite and of any session on PostgreSQL; transactions since the "
+        "oldest held snapshot on PostgreSQL); null where the engine cannot know.")),
     "PruneResult": obj({
         "dry_run": BOOL, "older_than_ms": INT, "cutoff_ms": INT,
         "counts": {"type": "object", "additionalProperties": INT}, "total": INT,

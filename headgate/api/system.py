@@ -78,8 +78,9 @@ def storage_info(s: StoreBasics) -> dict[str, Any]:
 @bp.get("/system/storage")
 def system_storage() -> flask.Response:
     """The storage figures of /system/info plus what the retention duty keeps in check:
-    unique keys (kept, past their window, the orphan sweep's totals) and the history and
-    latency buckets (kept, older than the horizon, the oldest)."""
+    unique keys (kept, past their window, the orphan sweep's totals), the history and
+    latency buckets (kept, older than the horizon, the oldest), and the transaction
+    horizon that holds cleanup back (the gauges /metrics exports)."""
     s = store()
     horizon = api_state().settings.history_retention_ms
     buckets = {table: dataclasses.asdict(b)
@@ -87,6 +88,7 @@ def system_storage() -> flask.Response:
     return json_response({
         **storage_info(s), "uniques": dataclasses.asdict(s.unique_key_counts()),
         "buckets": {"retention_ms": horizon, **buckets},
+        "horizon": dataclasses.asdict(s.transaction_horizon()),
     })
 
 

@@ -174,6 +174,9 @@ def test_the_cluster_page_shows_the_wal_file_and_the_oldest_transaction(
     assert 'id="store-health"' in body
     # The server's own duties may be mid-transaction at the moment the page is read.
     assert "WAL file" in body and "oldest open transaction" in body
+    horizon = api.get("/system/storage").json()["horizon"]
+    assert horizon["engine"] == "sqlite" and horizon["transactions_seen"] == "process"
+    assert horizon["wal_bytes"] is not None and horizon["wal_limit_bytes"] > 0
     assert "this server&#39;s own connections" in body or "this server's own" in body
 
 
@@ -210,6 +213,9 @@ def test_a_held_repeatable_read_transaction_shows_in_metrics_and_drops_when_rele
         xmin_age = gauge(api, "headgate_store_xmin_age_transactions")
         assert xmin_age is not None and xmin_age >= 1
         assert pg_store.transaction_horizon().transactions_seen == "database"
+        horizon = api.get("/system/storage").json()["horizon"]
+        assert horizon["engine"] == "postgres" and horizon["oldest_transaction_ms"] > 0
+        assert horizon["xmin_age"] >= 1 and horizon["wal_bytes"] is None
         # The console flags it once past its threshold (5 minutes; here none).
         monkeypatch.setattr(views, "LONG_TRANSACTION_MS", 0)
         body = api.get(api.base + "/cluster").text
