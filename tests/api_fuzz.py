@@ -204,10 +204,9 @@ def snapshot(store: Store, path_params: dict[str, Any]) -> dict[str, Any]:
                          for q in store.queue_stats()),
         "rate_classes": sorted((r["name"], r["limit_per_window"], r["window_ms"], r["burst"],
                                 r["paused"]) for r in store.rate_classes()),
-        "concurrency_limits": sorted(repr(sorted(c.items()))
-                                     for c in store.concurrency_limits()),
+        "concurrency_limits": sorted(repr(c) for c in store.concurrency_limits()),
         "schedules": sorted(repr(sorted(s.items())) for s in store.list_schedules()),
-        "quarantine": sorted(repr(sorted(q.items())) for q in store.quarantine_list()),
+        "quarantine": sorted(repr(q) for q in store.quarantine_list()),
         "signals": sorted((w["worker_id"], w.get("pending_signal"))
                           for w in store.list_workers(3_600_000)),
         "audit": [e["id"] for e in store.list_audit(limit=1)],

@@ -161,8 +161,10 @@ def _limit_values(c: dict[str, Any]) -> dict[str, Any]:
 
 def _concurrency_before() -> Any:
     name = _arg("name")
-    found = next((c for c in store().concurrency_limits() if c["name"] == name), None)
-    return None if found is None else _limit_values(found)
+    found = next((c for c in store().concurrency_limits() if c.name == name), None)
+    return None if found is None else {"queue": found.queue,
+                                       "max_concurrent": found.max_concurrent,
+                                       "on_saturated": found.on_saturated}
 
 
 def _concurrency(_resp: flask.Response) -> Entry:

@@ -66,9 +66,9 @@ def simulate() -> flask.Response:
             raise ApiError(400, f"unknown concurrency limit `{cl['name']}`")
         wanted = _bounded("max_concurrent", cl["max_concurrent"], MAX_LIMIT)
         assert wanted is not None
-        change = _with(change, concurrency_limit_queue=limit["queue"],
-                       max_concurrent=f.ceiling_with(limit["queue"], cl["name"], wanted))
-        echo["concurrency_limit"] = {**cl, "queue": limit["queue"]}
+        change = _with(change, concurrency_limit_queue=limit.queue,
+                       max_concurrent=f.ceiling_with(limit.queue, cl["name"], wanted))
+        echo["concurrency_limit"] = {**cl, "queue": limit.queue}
     known = {q["queue"] for q in store().queue_stats()}
     if (qw := b["queue"]) is not None:
         if qw["name"] not in known:

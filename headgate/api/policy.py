@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import flask
 
 from headgate.core.adaptive import HISTORY_SHOWN_MS, Adaptive
 from headgate.core.names import check_policy_name
 from headgate.core.policy import SATURATION_STRATEGIES
+from headgate.core.records import ConcurrencyLimit, QuarantineEntry
 
 from .blueprint import bp, empty_ok, json_response, no_content
 from .context import store
@@ -85,18 +88,14 @@ def delete_rate_class(name: str) -> flask.Response:
     return no_content()
 
 
+def concurrency_limit_json(c: ConcurrencyLimit) -> dict[str, Any]:
+    return {"name": c.name, "queue": c.queue, "max_concurrent": c.max_concurrent,
+            "on_saturated": c.on_saturated}
+
+
 @bp.get("/concurrency-limits")
 def concurrency_limits() -> flask.Response:
-    body = [
-        {
-            "name": c["name"],
-            "queue": c["queue"],
-            "max_concurrent": c["max_concurrent"],
-            "on_saturated": c["on_saturated"],
-        }
-        for c in store().concurrency_limits()
-    ]
-    return json_response(body)
+    return json_response([concurrency_limit_json(c) for c in store().concurrency_limits()])
 
 
 @bp.put("/concurrency-limits/<segment:name>")
@@ -132,12 +131,19 @@ def partitions() -> flask.Response:
     """`{partition_key, deficit, waiting, running}`; at most 200, busiest first (read
     from the partition counters, never from jobs)."""
     p = query(req("queue", "str"))
-    return json_response(store().partitions(p["queue"]))
+    return json_response([{"partition_key": r.partition_key, "deficit": r.deficit,
+                           "waiting": r.waiting, "running": r.running}
+                          for r in store().partitions(p["queue"])])
+
+
+def quarantine_json(e: QuarantineEntry) -> dict[str, Any]:
+    return {"fingerprint": e.fingerprint, "kind": e.kind, "crash_count": e.crash_count,
+            "quarantined_at_ms": e.quarantined_at_ms, "reason": e.reason}
 
 
 @bp.get("/quarantine")
 def quarantine() -> flask.Response:
-    return json_response(store().quarantine_list())
+    return json_response([quarantine_json(e) for e in store().quarantine_list()])
 
 
 @bp.delete("/quarantine/<segment:fingerprint>")

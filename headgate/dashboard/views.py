@@ -21,6 +21,7 @@ from werkzeug.wrappers import Response as BaseResponse  # what flask.redirect re
 from headgate.core import HeadgateError, Job, JobFilter, JobPage, State, drain, names
 from headgate.core.adaptive import HISTORY_SHOWN_MS
 from headgate.core.latency import summaries, window_start
+from headgate.core.records import PartitionState
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.services.forecasting import Forecaster
 from headgate.web import auth_throttle
@@ -303,7 +304,7 @@ def queue(name: str) -> str:
     since = now - span
     hist = s.history(name, since, bucket)
     chart = charts.history_chart(hist, since, now, bucket)
-    limits = [c for c in s.concurrency_limits() if c["queue"] == name]
+    limits = [c for c in s.concurrency_limits() if c.queue == name]
     return render("queue.html", page="queue", title=f"Queue {name}", q=stats, chart=chart,
                   latency=latency_data(s, queue=name),
                   range_key=span_key if span_key in HISTORY_RANGES else "15m",
@@ -507,7 +508,7 @@ def partitions() -> tuple[str, int]:
     busiest = max(stats, key=lambda q: q["by_state"].get("available", 0)
                   + q["by_state"].get("running", 0), default=None)
     name = flask.request.args.get("queue") or (busiest["queue"] if busiest else "")
-    rows: list[dict[str, Any]] = []
+    rows: list[PartitionState] = []
     status = 200
     if name and name not in queue_names:
         flask.abort(404, description=f"There is no queue named “{name}”.")

@@ -29,6 +29,7 @@ from headgate.core.forecast import (
     predict,
 )
 from headgate.core.latency import summaries
+from headgate.core.records import ConcurrencyLimit
 from headgate.store.port import Store
 
 # A worker whose last heartbeat is older than this is not counted as serving (a running
@@ -58,10 +59,10 @@ class Forecaster:
         self._drain = {q: drain.smoothed_rates(b, self.now).drain for q, b in counters.items()}
         self._classes = {rc["name"]: rc for rc in store.rate_classes()}
         self._ceilings: dict[str, int] = {}
-        self._limits: dict[str, dict[str, Any]] = {}
+        self._limits: dict[str, ConcurrencyLimit] = {}
         for lim in store.concurrency_limits():
-            self._limits[lim["name"]] = lim
-            q, m = lim["queue"], int(lim["max_concurrent"])
+            self._limits[lim.name] = lim
+            q, m = lim.queue, lim.max_concurrent
             self._ceilings[q] = min(m, self._ceilings.get(q, m))
         self._workers = [
             WorkerInput(tuple(w.get("queues") or ()), int(w.get("concurrency") or 0),
@@ -88,8 +89,8 @@ class Forecaster:
             waiting: dict[str, int] = {}
             running: dict[str, int] = {}
             for p in self.store.partitions(name):
-                waiting[p["partition_key"]] = int(p["waiting"])
-                running[p["partition_key"]] = int(p["running"])
+                waiting[p.partition_key] = p.waiting
+                running[p.partition_key] = p.running
             self._partitions[name] = (waiting, running)
         waiting, running = self._partitions[name]
         stats = self._stats.get(name, {})
@@ -124,7 +125,7 @@ class Forecaster:
 
     def is_quarantined(self, fingerprint: str) -> bool:
         if self._quarantined is None:
-            self._quarantined = {q["fingerprint"] for q in self.store.quarantine_list()}
+            self._quarantined = {q.fingerprint for q in self.store.quarantine_list()}
         return fingerprint in self._quarantined
 
     # -- predictions -------------------------------------------------------------------
@@ -181,13 +182,13 @@ class Forecaster:
     def backlog_queues(self) -> list[str]:
         return sorted(q for q in self._stats if self._has_backlog(q))
 
-    def limit(self, name: str) -> dict[str, Any] | None:
+    def limit(self, name: str) -> ConcurrencyLimit | None:
         return self._limits.get(name)
 
     def ceiling_with(self, queue: str, name: str, max_concurrent: int) -> int:
         """The queue's tightest ceiling were limit `name` set to `max_concurrent`."""
-        others = [int(lim["max_concurrent"]) for lim in self._limits.values()
-                  if lim["queue"] == queue and lim["name"] != name]
+        others = [lim.max_concurrent for lim in self._limits.values()
+                  if lim.queue == queue and lim.name != name]
         return min([max_concurrent, *others])
 
     def simulate(self, change: Change) -> Simulated:

@@ -35,8 +35,11 @@ from headgate.core.adaptive import Adaptive
 from headgate.core.job import Blob, Progress
 from headgate.core.records import (
     BucketCounts,
+    ConcurrencyLimit,
     DutyHolder,
+    PartitionState,
     PruneReport,
+    QuarantineEntry,
     TransactionHorizon,
     UniqueKeyCounts,
 )
@@ -403,7 +406,7 @@ class Inspection(StoreBasics, Protocol):
     def list_workers(self, within_ms: int) -> list[dict[str, Any]]: ...
 
     @abstractmethod
-    def quarantine_list(self) -> list[dict[str, Any]]: ...
+    def quarantine_list(self) -> list[QuarantineEntry]: ...
 
     @abstractmethod
     def rate_classes(self) -> list[dict[str, Any]]: ...
@@ -415,7 +418,7 @@ class Inspection(StoreBasics, Protocol):
         limit_per_window, window_ms, change (set|decrease|increase), throttles}`."""
 
     @abstractmethod
-    def concurrency_limits(self) -> list[dict[str, Any]]: ...
+    def concurrency_limits(self) -> list[ConcurrencyLimit]: ...
 
     @abstractmethod
     def list_audit(self, *, action: str | None = None, target: str | None = None,
@@ -458,7 +461,7 @@ class Inspection(StoreBasics, Protocol):
     def queue_stats(self) -> list[dict[str, Any]]: ...
 
     @abstractmethod
-    def partitions(self, queue: str) -> list[dict[str, Any]]: ...
+    def partitions(self, queue: str) -> list[PartitionState]: ...
 
     @abstractmethod
     def history(self, queue: str, since_ms: int, bucket_ms: int) -> list[dict[str, Any]]: ...

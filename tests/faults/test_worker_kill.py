@@ -142,7 +142,7 @@ def test_a_job_that_kills_every_worker_is_quarantined_at_the_crash_limit(
     job = store.get_job(poison)
     assert (job.crash_attempt, job.attempt, job.fence) == (3, 0, 3)
     assert [e["outcome"] for e in job.errors] == ["lease_lost"] * 3
-    assert job.fingerprint in {q["fingerprint"] for q in store.quarantine_list()}
+    assert job.fingerprint in {q.fingerprint for q in store.quarantine_list()}
     # The fingerprint is refused at enqueue; a fresh worker on that queue stays idle.
     try:
         headgate.Client(store).enqueue("fx", store.get_job(poison, True).payload,

@@ -122,7 +122,7 @@ def test_every_column_round_trips_whether_it_varies_or_not(store: Store) -> None
     assert (jobs[2].periodic_schedule_id, jobs[2].periodic_tick_ms) == (  # type: ignore[union-attr]
         "sched", now)
     assert jobs[2].pending and not jobs[0].pending  # type: ignore[union-attr]
-    partitions = {p["partition_key"]: p["waiting"] for p in store.partitions("cols")}
+    partitions = {p.partition_key: p.waiting for p in store.partitions("cols")}
     assert partitions == {"t1": 1}
 
 

@@ -274,7 +274,7 @@ def test_job_that_kills_its_worker_three_times_ends_quarantined(
     assert job.state is State.QUARANTINED
     fp = headgate.fingerprint("suicide", b"poison")
     assert job.fingerprint == fp
-    assert fp in [q["fingerprint"] for q in store.quarantine_list()]
+    assert fp in [q.fingerprint for q in store.quarantine_list()]
     # A fresh worker does not pick it up again.
     assert store.admit("probe", ["default"], 10) == []
 

@@ -13,6 +13,7 @@ from typing import Any
 from headgate.core import STORED_STATES, UNFINISHED, Job, State
 from headgate.core.errors import InvalidInput
 from headgate.core.job import Blob, Progress
+from headgate.core.records import ConcurrencyLimit, PartitionState, QuarantineEntry
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
 from . import adaptive
@@ -121,11 +122,8 @@ def queue_stats(conn: Connection, now: int) -> list[dict[str, Any]]:
     return out
 
 
-def partitions(conn: Connection, queue: str, limit: int = 200) -> list[dict[str, Any]]:
-    rows = conn.execute(PARTITIONS, (queue, limit))
-    return [
-        {"partition_key": k, "deficit": d, "waiting": w, "running": r} for k, d, w, r in rows
-    ]
+def partitions(conn: Connection, queue: str, limit: int = 200) -> list[PartitionState]:
+    return [PartitionState(*row) for row in conn.execute(PARTITIONS, (queue, limit))]
 
 
 def rate_classes(conn: Connection, now: int) -> list[dict[str, Any]]:
@@ -147,18 +145,12 @@ def rate_classes(conn: Connection, now: int) -> list[dict[str, Any]]:
     return out
 
 
-def concurrency_limits(conn: Connection) -> list[dict[str, Any]]:
-    return [
-        {"name": n, "queue": q, "max_concurrent": m, "on_saturated": s}
-        for n, q, m, s in conn.execute(CONCURRENCY_LIMITS)
-    ]
+def concurrency_limits(conn: Connection) -> list[ConcurrencyLimit]:
+    return [ConcurrencyLimit(*row) for row in conn.execute(CONCURRENCY_LIMITS)]
 
 
-def quarantine_list(conn: Connection) -> list[dict[str, Any]]:
-    return [
-        {"fingerprint": f, "kind": k, "crash_count": c, "quarantined_at_ms": t, "reason": r}
-        for f, k, c, t, r in conn.execute(QUARANTINE_LIST)
-    ]
+def quarantine_list(conn: Connection) -> list[QuarantineEntry]:
+    return [QuarantineEntry(*row) for row in conn.execute(QUARANTINE_LIST)]
 
 
 def history(

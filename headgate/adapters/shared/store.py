@@ -21,7 +21,15 @@ from headgate.core import (
 from headgate.core.adaptive import Adaptive
 from headgate.core.envelope import check_int, check_text
 from headgate.core.job import Blob, Progress
-from headgate.core.records import BucketCounts, DutyHolder, OrphanSweep, UniqueKeyCounts
+from headgate.core.records import (
+    BucketCounts,
+    ConcurrencyLimit,
+    DutyHolder,
+    OrphanSweep,
+    PartitionState,
+    QuarantineEntry,
+    UniqueKeyCounts,
+)
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.store.port import Store
 
@@ -274,7 +282,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
             queue = control.edit_payload(conn, job_id, payload, schema_version, fingerprint)
         self._publish(queue)
 
-    def quarantine_list(self) -> list[dict[str, Any]]:
+    def quarantine_list(self) -> list[QuarantineEntry]:
         with self.db.read() as conn:
             return inspection.quarantine_list(conn)
 
@@ -339,7 +347,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
         self._publish(queue)
         return governed
 
-    def concurrency_limits(self) -> list[dict[str, Any]]:
+    def concurrency_limits(self) -> list[ConcurrencyLimit]:
         with self.db.read() as conn:
             return inspection.concurrency_limits(conn)
 
@@ -374,7 +382,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
         with self.db.read_with_clock() as (conn, now):
             return inspection.queue_stats(conn, now)
 
-    def partitions(self, queue: str) -> list[dict[str, Any]]:
+    def partitions(self, queue: str) -> list[PartitionState]:
         check_text("queue", queue)
         with self.db.read() as conn:
             return inspection.partitions(conn, queue)

@@ -398,7 +398,7 @@ def test_fairness_credit_carries_into_the_work_conserving_pass(store: Store) -> 
     store.ack(drained, Outcome.SUCCESS)
     claims = store.admit("w", ["fair", "idle"], capacity=4, quantum=3)
     assert Counter(c.job.partition_key for c in claims) == {"p1": 3, "p2": 1}
-    deficits = {p["partition_key"]: p["deficit"] for p in store.partitions("fair")}
+    deficits = {p.partition_key: p.deficit for p in store.partitions("fair")}
     assert deficits["p1"] == 3
 
 

@@ -50,7 +50,7 @@ def test_a_concurrency_limit_governing_work_is_deleted_only_by_force(store: Stor
                                                                      client: Client) -> None:
     store.upsert_concurrency_limit("one-at-a-time", "q", 1)
     (limit,) = store.concurrency_limits()
-    assert (limit["name"], limit["queue"], limit["max_concurrent"]) == ("one-at-a-time", "q", 1)
+    assert (limit.name, limit.queue, limit.max_concurrent) == ("one-at-a-time", "q", 1)
     client.enqueue("k", b"1", queue="q")
     client.enqueue("k", b"2", queue="q")
     assert len(store.admit("w", ["q"], capacity=10)) == 1

@@ -168,10 +168,10 @@ def test_partitions_list_waiting_and_running_work(store: Store, client: Client) 
             store.ack(c, Outcome.SUCCESS)
         elif c.job.partition_key == "acme":
             store.release([c])
-    parts = {p["partition_key"]: p for p in store.partitions("q")}
+    parts = {p.partition_key: p for p in store.partitions("q")}
     assert set(parts) == {"acme", "globex"}  # initech has nothing left
-    assert (parts["acme"]["waiting"], parts["acme"]["running"]) == (3, 0)
-    assert (parts["globex"]["waiting"], parts["globex"]["running"]) == (0, 1)
+    assert (parts["acme"].waiting, parts["acme"].running) == (3, 0)
+    assert (parts["globex"].waiting, parts["globex"].running) == (0, 1)
     assert store.partitions("nowhere") == []
 
 

@@ -375,8 +375,8 @@ def test_three_lost_leases_quarantine_the_fingerprint(store: Store, client: Clie
     assert (job.crash_attempt, job.attempt) == (3, 0)
     assert [e["outcome"] for e in job.errors] == ["lease_lost"] * 3
     (entry,) = store.quarantine_list()
-    assert entry["fingerprint"] == fp and entry["kind"] == "poison"
-    assert entry["crash_count"] == 3
+    assert entry.fingerprint == fp and entry.kind == "poison"
+    assert entry.crash_count == 3
     # the fingerprint is now refused at the door
     with pytest.raises(Quarantined) as info:
         client.enqueue("poison", b"crashes the worker")

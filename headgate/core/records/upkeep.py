@@ -1,5 +1,5 @@
-"""Typed records the store port returns about the store itself (not about jobs): what
-the API maps to JSON and the console words, so neither depends on an adapter's dict."""
+"""The store's upkeep: what holds its cleanup back, who holds the duty leases, its
+unique keys and minute buckets, and what a prune of finished jobs found."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ class TransactionHorizon:
     transactions_seen: Literal["process", "database"] | None = None
     # PostgreSQL: transactions since the oldest snapshot still held.
     xmin_age: int | None = None
-
 
 
 @dataclass(frozen=True, slots=True)

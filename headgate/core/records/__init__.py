@@ -1,0 +1,18 @@
+"""Typed records the store port returns (beside the job types of core/job.py): what the
+API maps to JSON and the console words, so neither depends on an adapter's rows and no
+HTTP wire shape crosses the port. One module per topic; every name is importable from
+here."""
+
+from .policy import ConcurrencyLimit, QuarantineEntry
+from .queues import PartitionState
+from .upkeep import (
+    BucketCounts,
+    DutyHolder,
+    OrphanSweep,
+    PruneReport,
+    TransactionHorizon,
+    UniqueKeyCounts,
+)
+
+__all__ = ["BucketCounts", "ConcurrencyLimit", "DutyHolder", "OrphanSweep", "PartitionState",
+           "PruneReport", "QuarantineEntry", "TransactionHorizon", "UniqueKeyCounts"]
