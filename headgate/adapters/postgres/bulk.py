@@ -24,27 +24,15 @@ from typing import cast
 import psycopg
 
 from headgate.adapters.shared.enqueue_rows import EnqueueResult, insert_row
+from headgate.adapters.shared.queries import fill, load
 from headgate.core import Envelope
 
 from .connection import CLOCK
 
-# The queues' locks in the order every enqueue and admission takes them (sorted, "C"),
-# then whether the batch may skip the function: the function's own gate
-# (headgate_enqueue_gate_v1, db/postgres/functions/checks.sql; the queues distinct).
-LOCK_AND_CHECK = f"""
-SELECT ({CLOCK}), gate.plain
-FROM (SELECT count(headgate_lock_queue_v1(u.name))
-      FROM unnest(%(queues)s::text[]) AS u(name)) AS locked,
-     headgate_enqueue_gate_v1(%(queues)s::text[], %(fingerprints)s::text[]) AS gate
-"""
-COPY_JOBS = """
-COPY jobs (id, kind, schema_version, payload, fingerprint, queue, priority, partition_key,
-    rate_class, weight, state, scheduled_at_ms, max_attempts, retention_ms, tags,
-    sticky_worker, headers, enqueued_at_ms, periodic_schedule_id, periodic_tick_ms,
-    was_pending) FROM STDIN
-"""
-# The function's wake-up NOTIFY (checks.sql), sent with the COMMIT.
-WAKE = "SELECT headgate_wake_v1(%(origin)s::text, %(queues)s::text[])"
+Q = load(__name__)
+LOCK_AND_CHECK = fill(Q["lock_and_check"], clock=CLOCK)
+COPY_JOBS = Q["copy_jobs"]
+WAKE = Q["wake"]
 
 
 def qualifies(envs: Sequence[Envelope]) -> bool:

@@ -26,6 +26,7 @@ from psycopg.types.array import ListBinaryDumper
 from headgate.adapters.migrations import function_files, has_statements, migrations
 from headgate.adapters.migrations import known_versions as migration_versions
 from headgate.adapters.shared.conn import Cursor
+from headgate.adapters.shared.queries import fill, load
 from headgate.core import InvalidInput
 
 from .dialect import POSTGRES
@@ -33,19 +34,21 @@ from .outage import Reachability, connection_lost, first_line, unavailable
 
 log = logging.getLogger("headgate.postgres")
 
-CLOCK = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
 MIGRATION_LOCK = 0x6865616467617465  # "headgate"
 # How often a call waiting for a pooled connection asks whether the server is known down.
 CHECKOUT_SLICE_S = 0.5
-CREATE_FUNCTION_LEDGER = (
-    "CREATE TABLE IF NOT EXISTS schema_functions (name TEXT PRIMARY KEY, "
-    "sha256 TEXT NOT NULL, applied_at_ms BIGINT NOT NULL)"
-)
-RECORD_FUNCTION_FILE = (
-    "INSERT INTO schema_functions (name, sha256, applied_at_ms) "
-    f"VALUES (%s, %s, ({CLOCK})) ON CONFLICT (name) DO UPDATE "
-    "SET sha256 = excluded.sha256, applied_at_ms = excluded.applied_at_ms"
-)
+
+Q = load(__name__)
+CLOCK = Q["clock"]
+TAKE_MIGRATION_LOCK = Q["migration_lock"]
+CREATE_MIGRATION_LEDGER = Q["create_migration_ledger"]
+APPLIED_VERSIONS = Q["applied_versions"]
+RECORD_MIGRATION = fill(Q["record_migration"], clock=CLOCK)
+CREATE_FUNCTION_LEDGER = Q["create_function_ledger"]
+APPLIED_FUNCTION_FILES = Q["applied_function_files"]
+RECORD_FUNCTION_FILE = fill(Q["record_function_file"], clock=CLOCK)
+FUNCTION_LEDGER_EXISTS = Q["function_ledger_exists"]
+MIGRATION_LEDGER_EXISTS = Q["migration_ledger_exists"]
 
 
 # The adaptation context of headgate's own connections: Python lists go as binary
@@ -229,24 +232,18 @@ class PgDatabase:
         function file whose text it has not applied (headgate/db/README.md), in one
         transaction under an advisory lock so processes starting together do not race."""
         with self._raw() as raw:
-            raw.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            raw.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
-                "name TEXT NOT NULL, applied_at_ms BIGINT NOT NULL)"
-            )
-            done = {r[0] for r in raw.execute("SELECT version FROM schema_migrations")}
+            raw.execute(TAKE_MIGRATION_LOCK, (MIGRATION_LOCK,))
+            raw.execute(CREATE_MIGRATION_LEDGER)
+            done = {r[0] for r in raw.execute(APPLIED_VERSIONS)}
             for migration in migrations("postgres"):
                 version = migration.version
                 if version in done:
                     continue
                 if has_statements(migration.sql):
                     raw.execute(migration.sql.encode())
-                raw.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at_ms) "
-                    f"VALUES (%s, %s, ({CLOCK}))", (version, migration.name),
-                )
+                raw.execute(RECORD_MIGRATION, (version, migration.name))
             raw.execute(CREATE_FUNCTION_LEDGER)
-            applied = dict(raw.execute("SELECT name, sha256 FROM schema_functions").fetchall())
+            applied = dict(raw.execute(APPLIED_FUNCTION_FILES).fetchall())
             for file in function_files("postgres"):
                 if applied.get(file.name) == file.digest:
                     continue
@@ -259,12 +256,10 @@ class PgDatabase:
         calling them would fail or run an older decision, so a store opened without
         migrating refuses (as it does a schema behind the code)."""
         with self.read() as conn:
-            if conn.execute("SELECT to_regclass('schema_functions')").fetchone()[0] is None:
+            if conn.execute(FUNCTION_LEDGER_EXISTS).fetchone()[0] is None:
                 applied: dict[str, str] = {}
             else:
-                applied = dict(
-                    conn.execute("SELECT name, sha256 FROM schema_functions").fetchall()
-                )
+                applied = dict(conn.execute(APPLIED_FUNCTION_FILES).fetchall())
         return [f.name for f in function_files("postgres") if applied.get(f.name) != f.digest]
 
     def version(self) -> int:
@@ -274,9 +269,9 @@ class PgDatabase:
         """The migrations recorded in this database; empty when the runner never touched
         it (so opening without migrating can say what is missing)."""
         with self.read() as conn:
-            if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
+            if conn.execute(MIGRATION_LEDGER_EXISTS).fetchone()[0] is None:
                 return set()
-            return {int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
+            return {int(r[0]) for r in conn.execute(APPLIED_VERSIONS)}
 
     def close(self) -> None:
         self.pool.close()

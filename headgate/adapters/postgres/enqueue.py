@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import psycopg
 
 from headgate.adapters.shared.enqueue_rows import EnqueueResult, effective_unique_key
+from headgate.adapters.shared.queries import fill, load
 from headgate.adapters.shared.rows import headers_text, tags_text
 from headgate.core import (
     Backpressure,
@@ -27,72 +28,12 @@ from headgate.core import (
     Quarantined,
 )
 
-RESULT = """SELECT outcome, subject, queue_limit, current, incoming, received_queues,
-       duplicate_id, replaced, inserted"""
-# One job: each argument a one-element array built on the server, so psycopg dumps
-# scalars (~2 µs for the twenty-three) rather than lists (~60 µs).
-ONE_ARGS = """ARRAY[%b::text], ARRAY[%b::text], ARRAY[%b::integer],
-    ARRAY[%b::bytea], ARRAY[%b::text], ARRAY[%b::text], ARRAY[%b::integer],
-    ARRAY[%b::text], ARRAY[%b::text], ARRAY[%b::bigint], ARRAY[%b::bigint],
-    ARRAY[%b::integer], ARRAY[%b::bigint], ARRAY[%b::text], ARRAY[%b::text],
-    ARRAY[%b::text], ARRAY[%b::text], ARRAY[%b::bigint], ARRAY[%b::boolean],
-    ARRAY[%b::bytea], ARRAY[%b::bigint], ARRAY[%b::integer], ARRAY[%b::bigint], %b::text"""
-CALL_ONE = f"headgate_enqueue_v3({ONE_ARGS})"
-ENQUEUE_ONE = RESULT + "\nFROM " + CALL_ONE
-# One job without a unique key as one plain statement: the function's early exit, sent
-# first (no PL/pgSQL frame: on a backend idle between jobs the function's call cost ~1
-# ms more than the insert itself). It takes the queue's lock, then inserts only when the
-# function's gate says plain (headgate_enqueue_gate_v1 in
-# headgate/db/postgres/functions/checks.sql: the queue row exists, has no enqueue limit
-# and the fingerprint is not quarantined), and the id is new; it returns how many rows
-# it inserted (0 or 1). Anything else (a replayed or conflicting id, quarantine,
-# backpressure, a first job on a new queue) inserts nothing and is left to
-# headgate_enqueue_v3, which decides it after the lock. Its arrivals are the insert
-# trigger's (counters.sql), its NOTIFY the function's (headgate_wake_v1, checks.sql).
-# Those checks read the statement's snapshot, taken before the lock: a quarantine or a
-# limit committed in between applies from the next enqueue on (the job is then one a
-# moment earlier would have been too; admission still skips quarantined fingerprints).
-ENQUEUE_PLAIN = """
-WITH clock AS MATERIALIZED (
-    SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms,
-           count(headgate_lock_queue_v1(%(queue)s::text)) AS locked
-), ready AS MATERIALIZED (
-    SELECT clock.now_ms FROM clock,
-         headgate_enqueue_gate_v1(ARRAY[%(queue)s::text], ARRAY[%(fingerprint)s::text]) AS gate
-    WHERE gate.plain
-), inserted AS (
-    INSERT INTO jobs (id, kind, schema_version, payload, fingerprint, queue, priority,
-        partition_key, rate_class, weight, state, scheduled_at_ms, max_attempts,
-        retention_ms, tags, sticky_worker, headers, enqueued_at_ms, periodic_schedule_id,
-        periodic_tick_ms, was_pending)
-    SELECT %(id)s::text, %(kind)s::text, %(schema_version)s::integer, %(payload)b::bytea,
-           %(fingerprint)s::text, %(queue)s::text, %(priority)s::integer,
-           %(partition_key)s::text, %(rate_class)s::text, %(weight)s::bigint,
-           CASE WHEN %(pending)s::boolean THEN 'pending'
-                WHEN coalesce(nullif(%(scheduled_at_ms)s::bigint, 0), now_ms) > now_ms
-                    THEN 'scheduled'
-                ELSE 'available' END,
-           coalesce(nullif(%(scheduled_at_ms)s::bigint, 0), now_ms),
-           %(max_attempts)s::integer,
-           coalesce(%(retention_ms)s::bigint, headgate_default_retention_ms()),
-           %(tags)s::text, %(sticky_worker)s::text, %(headers)s::text, now_ms,
-           %(periodic_schedule_id)s::text, %(periodic_tick_ms)s::bigint,
-           %(pending)s::boolean::int
-    FROM ready
-    ON CONFLICT (id) DO NOTHING
-    RETURNING queue
-)
-SELECT count(*), count(headgate_wake_v1(%(origin)s::text, ARRAY[queue])) FROM inserted
-"""
-# A batch: one array per column, in binary (no text escaping); a column with one value
-# for the whole batch is sent as a one-element array and repeated by the server.
-ENQUEUE_MANY = RESULT + """
-FROM headgate_enqueue_v3(%b::text[], %b::text[], %b::integer[], %b::bytea[], %b::text[],
-    %b::text[], %b::integer[], %b::text[], %b::text[], %b::bigint[], %b::bigint[],
-    %b::integer[], %b::bigint[], %b::text[], %b::text[], %b::text[], %b::text[],
-    %b::bigint[], %b::boolean[], %b::bytea[], %b::bigint[], %b::integer[], %b::bigint[],
-    %b::text)
-"""
+Q = load(__name__)
+RESULT = Q["result"]
+ONE_ARGS = Q["one_args"]
+ENQUEUE_ONE = fill(Q["enqueue_one"], result=RESULT, one_args=ONE_ARGS)
+ENQUEUE_PLAIN = Q["enqueue_plain"]
+ENQUEUE_MANY = fill(Q["enqueue_many"], result=RESULT)
 
 
 # The function's arguments in order (one per column); ENQUEUE_PLAIN binds them by name.

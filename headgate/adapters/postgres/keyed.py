@@ -19,19 +19,15 @@ import psycopg
 
 from headgate.adapters.shared import idempotency
 from headgate.adapters.shared.enqueue_rows import EnqueueResult
+from headgate.adapters.shared.queries import fill, load
 from headgate.core import Duplicate, Envelope
 from headgate.store.port import Answer
 
 from .connection import PgDatabase
 from .enqueue import ONE_ARGS, _row, result
 
-ENQUEUE_KEYED = f"""
-SELECT rec_request_hash, rec_state, rec_status, rec_headers, rec_body,
-       outcome, subject, queue_limit, current, incoming, received_queues, duplicate_id,
-       replaced, inserted
-FROM headgate_enqueue_keyed_v1(%b::text, %b::text, %b::bigint, %b::integer, %b::integer,
-    %b::text, %b::bytea, %b::bigint, {ONE_ARGS})
-"""
+Q = load(__name__)
+ENQUEUE_KEYED = fill(Q["enqueue_keyed"], one_args=ONE_ARGS)
 
 
 def enqueue_keyed(raw: psycopg.Connection, scope_key: str, request_hash: str,

@@ -14,12 +14,19 @@ from collections.abc import Callable
 
 import psycopg
 
+from headgate.adapters.shared.queries import fill, load
 from headgate.core.schema_constants import NOTIFY_QUEUES_MAX_CHARS
 from headgate.store.activity import ActivityHub
 
 log = logging.getLogger("headgate.postgres")
 
 CHANNEL = "headgate"
+FINISHED_CHANNEL = "headgate_finished"
+
+Q = load(__name__)
+LISTEN = fill(Q["listen"], channel=CHANNEL)
+LISTEN_FINISHED = fill(Q["listen"], channel=FINISHED_CHANNEL)
+NOTIFY = Q["notify"]
 
 
 def new_origin() -> str:
@@ -54,7 +61,7 @@ class Listener:
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
+                    conn.execute(LISTEN)
                     # Anything may have happened while we were not listening: said
                     # before `connected`, so a caller that waited for it hears every
                     # commit after as news of its own.
@@ -113,7 +120,7 @@ class Notifier:
             try:
                 if conn is None or conn.closed:
                     conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5)
-                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, encode(names, self.origin)))
+                conn.execute(NOTIFY, (CHANNEL, encode(names, self.origin)))
             except psycopg.Error as exc:  # a lost wake-up only costs latency
                 log.debug("notify failed: %s", exc)
                 if conn is not None:
@@ -131,7 +138,6 @@ class Notifier:
         self._thread.join(timeout=2)
 
 
-FINISHED_CHANNEL = "headgate_finished"
 # How long watch_finished waits for the LISTEN to be in place before telling the caller
 # to poll instead.
 FINISHED_CONNECT_S = 5.0
@@ -186,7 +192,7 @@ class FinishedListener:
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
-                    conn.execute(f"LISTEN {FINISHED_CHANNEL}")
+                    conn.execute(LISTEN_FINISHED)
                     self.connected.set()
                     backoff = 0.1
                     self._call(None)

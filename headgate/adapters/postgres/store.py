@@ -12,6 +12,7 @@ import psycopg
 
 from headgate.adapters.shared import idempotency
 from headgate.adapters.shared.enqueue_rows import EnqueueResult
+from headgate.adapters.shared.queries import load
 from headgate.adapters.shared.store import SqlStore
 from headgate.core import Claim, Duplicate, Envelope, Outcome
 from headgate.core.envelope import check_text
@@ -29,13 +30,8 @@ from .notify import FinishedListener, Listener, Notifier, new_origin
 
 log = logging.getLogger("headgate.postgres")
 
-TRANSACTION_HORIZON = """
-SELECT (extract(epoch FROM clock_timestamp() - min(xact_start)) * 1000)::bigint,
-       max(age(backend_xmin))
-FROM pg_stat_activity
-WHERE datname = current_database() AND pid <> pg_backend_pid()
-  AND backend_type = 'client backend' AND state <> 'idle' AND xact_start IS NOT NULL
-"""
+Q = load(__name__)
+TRANSACTION_HORIZON = Q["transaction_horizon"]
 
 
 class PostgresStore(ServerAdmission, SqlStore):
