@@ -32,6 +32,7 @@ from headgate.adapters.shared.admission_limits import (
     validate_admit_args,
 )
 from headgate.adapters.shared.lifecycle import plain_success, succeeded_classes
+from headgate.adapters.shared.queries import fill, load
 from headgate.adapters.shared.rows import row_to_job
 from headgate.core import AckRequest, Claim, Explanation
 from headgate.core.envelope import MAX_PAYLOAD
@@ -46,19 +47,11 @@ ADAPTIVE_RECHECK_S = 1.0
 # The lost id of the early exit's marker row: it declined, the policy block decided.
 DECLINED = ""
 MAX_POLICY_BOUND = 1024
-ADMIT = f"""
-SELECT * FROM headgate_admit_v3(?, ?::text[], ?::bigint, ?::bigint, ?::bigint, ?, ?::bigint,
-    ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bytea[], ?::integer[], ?::boolean,
-    {MAX_SCAN_PER_PARTITION}, {SCAN_BATCH_EXTRA}, {PROMOTE_PER_ADMIT})
-"""
-EXPLAIN = "SELECT admissible, blocked_by, detail, wait_ms FROM headgate_explain_v1(?, ?)"
-# Before acks that the shared lifecycle applies ahead of the function: claims after acks
-# would take a queue's 'available' counter row while holding its partition rows, and an
-# enqueue takes them the other way round (taken first: one order, no deadlock).
-LOCK_COUNTERS = """
-SELECT 1 FROM queue_counts WHERE queue = ANY(?::text[]) AND state = 'available'
-ORDER BY queue, state FOR UPDATE
-"""
+Q = load(__name__)
+ADMIT = fill(Q["admit"], max_scan=str(MAX_SCAN_PER_PARTITION), scan_extra=str(SCAN_BATCH_EXTRA),
+             promote_limit=str(PROMOTE_PER_ADMIT))
+EXPLAIN = Q["explain"]
+LOCK_COUNTERS = Q["lock_counters"]
 
 
 @dataclass(frozen=True, slots=True)
