@@ -51,6 +51,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import requests
 
+from headgate.core.records import WorkerBeat
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -154,10 +156,10 @@ def heartbeat_fleet(store: Any) -> None:
     now = store.now_ms()
     for k in range(8):
         queues = [q[0] for q in QUEUES[k % 3::3]]
-        store.heartbeat({"worker_id": f"worker-{k}", "host": f"app-{k // 2}", "pid": 4000 + k,
-                         "queues": queues, "concurrency": 10, "inflight": k % 4,
-                         "polls": 100_000 + k, "empty_polls": 20_000 + k,
-                         "started_at_ms": now - 3_600_000, "status": "running"})
+        store.heartbeat(WorkerBeat(f"worker-{k}", host=f"app-{k // 2}", pid=4000 + k,
+                                   queues=tuple(queues), concurrency=10, inflight=k % 4,
+                                   polls=100_000 + k, empty_polls=20_000 + k,
+                                   started_at_ms=now - 3_600_000, status="running"))
 
 
 def build(url: str, jobs: int, dialect: str, raw: Any) -> dict[str, Any]:

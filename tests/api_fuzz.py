@@ -43,6 +43,7 @@ from schemathesis.engine.run import PhaseName
 import headgate
 from headgate.api.openapi import document
 from headgate.core import Outcome
+from headgate.core.records import WorkerBeat
 from headgate.store.port import Store
 
 MUTATING = {"POST", "PUT", "DELETE"}
@@ -157,8 +158,7 @@ def seed(store: Store) -> dict[str, list[str]]:
     store.upsert_schedule({"id": f"fuzz-{tag}", "kind": "fuzz.tick", "spec": "@every:60000"})
     store.upsert_rate_class(f"rc-{tag}", 5, 1000)
     store.upsert_concurrency_limit(f"cl-{tag}", queue, 2)
-    store.heartbeat({"worker_id": f"w-{tag}", "host": "fuzz", "queues": [queue],
-                     "concurrency": 1})
+    store.heartbeat(WorkerBeat(f"w-{tag}", host="fuzz", queues=(queue,), concurrency=1))
     op = store.create_operation("retry", {"queue": queue}, dry_run=True)
     return {"job_id": ids, "queue": [queue, f"work-{tag}"], "schedule_id": [f"fuzz-{tag}"],
             "name": [f"rc-{tag}", f"cl-{tag}"], "op_id": [op["id"]],
@@ -202,12 +202,12 @@ def snapshot(store: Store, path_params: dict[str, Any]) -> dict[str, Any]:
         "counts": store.counts(),
         "queues": sorted((q["queue"], q["weight"], q["paused"], q["max_unfinished_jobs"])
                          for q in store.queue_stats()),
-        "rate_classes": sorted((r["name"], r["limit_per_window"], r["window_ms"], r["burst"],
-                                r["paused"]) for r in store.rate_classes()),
+        "rate_classes": sorted((r.name, r.limit_per_window, r.window_ms, r.burst, r.paused)
+                               for r in store.rate_classes()),
         "concurrency_limits": sorted(repr(c) for c in store.concurrency_limits()),
         "schedules": sorted(repr(sorted(s.items())) for s in store.list_schedules()),
         "quarantine": sorted(repr(q) for q in store.quarantine_list()),
-        "signals": sorted((w["worker_id"], w.get("pending_signal"))
+        "signals": sorted((w.worker_id, w.pending_signal)
                           for w in store.list_workers(3_600_000)),
         "audit": [e["id"] for e in store.list_audit(limit=1)],
         "job": None if job is None else (job.state, job.payload, job.scheduled_at_ms,

@@ -19,6 +19,8 @@ from typing import Any
 
 import flask
 
+from headgate.core.records import RateClassState
+
 from .blueprint import bp, json_response
 from .context import api_state, caller, store
 from .errors import ApiError
@@ -122,21 +124,22 @@ def _changed(kind: str, target: str, before: dict[str, Any] | None,
 ADAPTIVE_KEYS = ("min", "max", "decrease_factor", "increase_step")
 
 
-def _rate_values(r: dict[str, Any]) -> dict[str, Any]:
+def _rate_values(r: RateClassState) -> dict[str, Any]:
     """A class's settings as an operator set them: an adaptive class's configured limit
     and burst, not where adaptation has taken them (that is not an operator's edit)."""
-    adaptive = r.get("adaptive")
-    if adaptive:
-        return {"limit": adaptive["configured_limit"], "window_ms": r["window_ms"],
-                "burst": adaptive["configured_burst"], "paused": bool(r["paused"]),
-                "adaptive": {k: adaptive[k] for k in ADAPTIVE_KEYS}}
-    return {"limit": r.get("limit_per_window", r.get("limit")), "window_ms": r["window_ms"],
-            "burst": r["burst"], "paused": bool(r["paused"])}
+    a = r.adaptive
+    if a is not None:
+        return {"limit": a.configured_limit, "window_ms": r.window_ms,
+                "burst": a.configured_burst, "paused": r.paused,
+                "adaptive": {"min": a.min, "max": a.max, "decrease_factor": a.decrease_factor,
+                             "increase_step": a.increase_step}}
+    return {"limit": r.limit_per_window, "window_ms": r.window_ms, "burst": r.burst,
+            "paused": r.paused}
 
 
 def _rate_class_before() -> Any:
     name = _arg("name")
-    found = next((r for r in store().rate_classes() if r["name"] == name), None)
+    found = next((r for r in store().rate_classes() if r.name == name), None)
     return None if found is None else _rate_values(found)
 
 

@@ -9,7 +9,12 @@ import flask
 from headgate.core.adaptive import HISTORY_SHOWN_MS, Adaptive
 from headgate.core.names import check_policy_name
 from headgate.core.policy import SATURATION_STRATEGIES
-from headgate.core.records import ConcurrencyLimit, QuarantineEntry
+from headgate.core.records import (
+    AdaptiveState,
+    ConcurrencyLimit,
+    QuarantineEntry,
+    RateClassState,
+)
 
 from .blueprint import bp, empty_ok, json_response, no_content
 from .context import store
@@ -17,24 +22,32 @@ from .errors import ApiError
 from .params import Field, dflt, json_body, opt, query, req
 
 
+def adaptive_json(a: AdaptiveState) -> dict[str, Any]:
+    return {"min": a.min, "max": a.max, "decrease_factor": a.decrease_factor,
+            "increase_step": a.increase_step, "configured_limit": a.configured_limit,
+            "configured_burst": a.configured_burst, "last_decrease_ms": a.last_decrease_ms,
+            "last_increase_ms": a.last_increase_ms,
+            "throttles_since_decrease": a.throttles_since_decrease, "summary": a.summary}
+
+
+def rate_class_json(r: RateClassState) -> dict[str, Any]:
+    return {
+        "name": r.name,
+        "tokens_available": r.tokens_available,
+        "burst": r.burst,
+        "limit_per_window": r.limit_per_window,
+        "window_ms": r.window_ms,
+        "jobs_waiting": r.jobs_waiting,
+        "paused": r.paused,
+        "refill_in_ms": r.refill_in_ms,
+        "adaptive": None if r.adaptive is None else adaptive_json(r.adaptive),
+    }
+
+
 @bp.get("/rate-classes")
 def rate_classes() -> flask.Response:
     """Each class's settings and tokens, plus `refill_in_ms` (time until one more token)."""
-    body = [
-        {
-            "name": r["name"],
-            "tokens_available": r["tokens_available"],
-            "burst": r["burst"],
-            "limit_per_window": r["limit_per_window"],
-            "window_ms": r["window_ms"],
-            "jobs_waiting": r["jobs_waiting"],
-            "paused": r["paused"],
-            "refill_in_ms": r.get("refill_in_ms"),
-            "adaptive": r.get("adaptive"),
-        }
-        for r in store().rate_classes()
-    ]
-    return json_response(body)
+    return json_response([rate_class_json(r) for r in store().rate_classes()])
 
 
 # An adaptive class's bounds and steps (core/adaptive.py); signed so that a negative
@@ -69,10 +82,13 @@ def rate_class_history(name: str) -> flask.Response:
     if not 1 <= p["limit"] <= 10_000:
         raise ApiError(400, "limit must be 1..10000")
     s = store()
-    if not any(r["name"] == name for r in s.rate_classes()):
+    if not any(r.name == name for r in s.rate_classes()):
         raise ApiError(404, "no such rate class")
     since = s.now_ms() - HISTORY_SHOWN_MS if p["since_ms"] is None else p["since_ms"]
-    return json_response(s.rate_class_history(name, since, p["limit"]))
+    return json_response([{"at_ms": c.at_ms, "limit_per_window": c.limit_per_window,
+                           "window_ms": c.window_ms, "change": c.change,
+                           "throttles": c.throttles}
+                          for c in s.rate_class_history(name, since, p["limit"])])
 
 
 @bp.delete("/rate-classes/<segment:name>")

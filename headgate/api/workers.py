@@ -6,6 +6,8 @@ from typing import Any
 
 import flask
 
+from headgate.core.records import RunningJob, WorkerRecord
+
 from .blueprint import bp, json_response, no_content
 from .context import store
 from .params import json_body, opt
@@ -26,36 +28,36 @@ def _ratio(part: int, whole: int) -> float:
 RUNNING_LIMIT = 1000
 
 
-def running_json(r: dict[str, Any], now_ms: int) -> dict[str, Any]:
-    lease = r["lease_expires_at_ms"]
-    return {"id": r["id"], "kind": r["kind"], "queue": r["queue"],
-            "since_ms": r["attempted_at_ms"], "lease_expires_at_ms": lease,
+def running_json(r: RunningJob, now_ms: int) -> dict[str, Any]:
+    lease = r.lease_expires_at_ms
+    return {"id": r.id, "kind": r.kind, "queue": r.queue,
+            "since_ms": r.attempted_at_ms, "lease_expires_at_ms": lease,
             "orphaned": lease is not None and lease < now_ms}
 
 
-def worker_json(w: dict[str, Any]) -> dict[str, Any]:
+def worker_json(w: WorkerRecord, running: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "worker_id": w["worker_id"],
-        "host": w["host"],
-        "pid": w["pid"],
-        "queues": w["queues"],
-        "concurrency": w["concurrency"],
-        "started_at_ms": w["started_at_ms"],
-        "heartbeat_at_ms": w["heartbeat_at_ms"],
-        "inflight": w["inflight"],
-        "polls": w["polls"],
-        "empty_polls": w["empty_polls"],
-        "utilization": _ratio(w["inflight"], w["concurrency"]),
-        "empty_poll_ratio": _ratio(w["empty_polls"], w["polls"]),
+        "worker_id": w.worker_id,
+        "host": w.host,
+        "pid": w.pid,
+        "queues": list(w.queues),
+        "concurrency": w.concurrency,
+        "started_at_ms": w.started_at_ms,
+        "heartbeat_at_ms": w.heartbeat_at_ms,
+        "inflight": w.inflight,
+        "polls": w.polls,
+        "empty_polls": w.empty_polls,
+        "utilization": _ratio(w.inflight, w.concurrency),
+        "empty_poll_ratio": _ratio(w.empty_polls, w.polls),
         # Additive: what the worker reports it is doing, and a signal not yet delivered.
-        "status": w.get("status"),
-        "pending_signal": w.get("pending_signal"),
+        "status": w.status,
+        "pending_signal": w.pending_signal,
         # Additive: the jobs it holds leases on now, longest-running first.
-        "running": w.get("running", []),
+        "running": running,
         # Additive: a worker on the worker protocol's agent string and kinds (null for
         # a Python worker).
-        "agent": w.get("agent"),
-        "kinds": w.get("kinds"),
+        "agent": w.agent,
+        "kinds": None if w.kinds is None else list(w.kinds),
     }
 
 
@@ -67,11 +69,10 @@ def workers() -> flask.Response:
     live = s.list_workers(WORKER_STALE_MS)
     now = s.now_ms()
     held: dict[str, list[dict[str, Any]]] = {}
-    for r in sorted(s.running_jobs(RUNNING_LIMIT), key=lambda r: (r["attempted_at_ms"] or 0,
-                                                                   r["id"])):
-        held.setdefault(r["worker_id"] or "", []).append(running_json(r, now))
-    return json_response([worker_json({**w, "running": held.get(w["worker_id"], [])})
-                          for w in live])
+    for r in sorted(s.running_jobs(RUNNING_LIMIT), key=lambda r: (r.attempted_at_ms or 0,
+                                                                   r.id)):
+        held.setdefault(r.worker_id or "", []).append(running_json(r, now))
+    return json_response([worker_json(w, held.get(w.worker_id, [])) for w in live])
 
 
 @bp.get("/cluster")
@@ -84,13 +85,13 @@ def cluster() -> flask.Response:
     s = store()
     live = s.list_workers(WORKER_STALE_MS)
     every = s.list_workers(WORKER_ALL_MS)
-    capacity = sum(int(w["concurrency"]) for w in live)
-    inflight = sum(int(w["inflight"]) for w in live)
-    polls = sum(int(w["polls"]) for w in live)
-    empty = sum(int(w["empty_polls"]) for w in live)
+    capacity = sum(w.concurrency for w in live)
+    inflight = sum(w.inflight for w in live)
+    polls = sum(w.polls for w in live)
+    empty = sum(w.empty_polls for w in live)
     per_queue: dict[str, int] = {q["queue"]: 0 for q in s.queue_stats()}
     for w in live:
-        for queue in w["queues"]:
+        for queue in w.queues:
             per_queue[queue] = per_queue.get(queue, 0) + 1
     return json_response({
         "workers": {

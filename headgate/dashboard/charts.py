@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from headgate.core.records import RateClassChange
+
 from .present import clock
 
 SERIES = ("arrived", "completed", "failed")
@@ -207,7 +209,7 @@ class LimitChart:
     rows: list[dict[str, Any]] = field(default_factory=list)  # the text fallback
 
 
-def limit_chart(changes: list[dict[str, Any]], since_ms: int, now_ms: int, limit_now: int,
+def limit_chart(changes: list[RateClassChange], since_ms: int, now_ms: int, limit_now: int,
                 ceiling: int, width: int = 480, height: int = 140) -> LimitChart:
     """The limit as admission saw it over [since, now]: a cut or an operator's setting
     is a step (the old limit held until then), a climb a slope (consecutive increases
@@ -217,7 +219,7 @@ def limit_chart(changes: list[dict[str, Any]], since_ms: int, now_ms: int, limit
     left, right, top, bottom = 44, width - 8, 10, height - 24
     chart = LimitChart(width, height, top, bottom, left, right)
     span = max(1, now_ms - since_ms)
-    ymax = _nice_max(max([ceiling, limit_now, *(c["limit_per_window"] for c in changes)]))
+    ymax = _nice_max(max([ceiling, limit_now, *(c.limit_per_window for c in changes)]))
 
     def x(at: int) -> float:
         return round(left + (right - left) * (min(max(at, since_ms), now_ms) - since_ms)
@@ -226,20 +228,20 @@ def limit_chart(changes: list[dict[str, Any]], since_ms: int, now_ms: int, limit
     def y(v: int) -> float:
         return round(bottom - (bottom - top) * v / ymax, 1)
 
-    before = [c for c in changes if c["at_ms"] < since_ms]
-    shown = [c for c in changes if c["at_ms"] >= since_ms]
-    level = before[-1]["limit_per_window"] if before else (
-        shown[0]["limit_per_window"] if shown else limit_now)
+    before = [c for c in changes if c.at_ms < since_ms]
+    shown = [c for c in changes if c.at_ms >= since_ms]
+    level = before[-1].limit_per_window if before else (
+        shown[0].limit_per_window if shown else limit_now)
     pts = [(x(since_ms), y(level))]
     for c in shown:
-        if c["change"] != "increase":
-            pts.append((x(c["at_ms"]), y(level)))
-        level = c["limit_per_window"]
-        pts.append((x(c["at_ms"]), y(level)))
-        if c["change"] == "decrease":
-            chart.cuts.append({"x": x(c["at_ms"]), "y": y(level)})
-        chart.rows.append({"at": clock(c["at_ms"])[11:19], "change": c["change"],
-                           "limit": level, "throttles": c["throttles"]})
+        if c.change != "increase":
+            pts.append((x(c.at_ms), y(level)))
+        level = c.limit_per_window
+        pts.append((x(c.at_ms), y(level)))
+        if c.change == "decrease":
+            chart.cuts.append({"x": x(c.at_ms), "y": y(level)})
+        chart.rows.append({"at": clock(c.at_ms)[11:19], "change": c.change,
+                           "limit": level, "throttles": c.throttles})
     pts.append((x(now_ms), y(level)))
     pts.append((x(now_ms), y(limit_now)))
     chart.points = " ".join(f"{px},{py}" for px, py in pts)

@@ -227,7 +227,7 @@ def load_topics(store: Any, topics: set[str]) -> dict[str, Any]:
             out[topic] = once(topic, partial(store.counts, key or None))
         elif kind == "queues":
             live = once("live", lambda: store.list_workers(views.WORKER_STALE_MS))
-            served = {q for w in live for q in w.get("queues", [])}
+            served = {q for w in live for q in w.queues}
             out[topic] = {"stats": once("queue_rows",
                                         partial(views.queue_rows_data, store, served)),
                           "served": served}

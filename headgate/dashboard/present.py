@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from headgate.core import TERMINAL, Explanation, Job, State, drain
+from headgate.core.records import WorkerRecord
 from headgate.core.transitions import sources_of
 
 # The order the Jobs sidebar lists states in: the flow of a job, then the outcomes.
@@ -421,9 +422,8 @@ def _pretty_json(text: str) -> str | None:
     return pretty
 
 
-def utilization(worker: dict[str, Any]) -> float:
-    conc = worker.get("concurrency") or 0
-    return (worker.get("inflight") or 0) / conc if conc else 0.0
+def utilization(worker: WorkerRecord) -> float:
+    return worker.inflight / worker.concurrency if worker.concurrency else 0.0
 
 
 def pct(frac: float | None) -> str:

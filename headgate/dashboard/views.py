@@ -21,7 +21,7 @@ from werkzeug.wrappers import Response as BaseResponse  # what flask.redirect re
 from headgate.core import HeadgateError, Job, JobFilter, JobPage, State, drain, names
 from headgate.core.adaptive import HISTORY_SHOWN_MS
 from headgate.core.latency import summaries, window_start
-from headgate.core.records import PartitionState
+from headgate.core.records import PartitionState, RunningJob, WorkerRecord
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.services.forecasting import Forecaster
 from headgate.web import auth_throttle
@@ -252,7 +252,7 @@ def queue_rows_data(s: Any, served: set[str] | None = None) -> list[dict[str, An
         if (suspect or q["forecast"].trend in ("paused", "stalled", "growing")) and \
                 q["by_state"].get("available"):
             if served is None:
-                served = {n for w in s.list_workers(WORKER_STALE_MS) for n in w.get("queues", [])}
+                served = {n for w in s.list_workers(WORKER_STALE_MS) for n in w.queues}
             q["blocker"] = blocking_policy(s, q, q["queue"] in served)
             q["stall"] = suspect and q["forecast"].trend != "paused" and present.stall(
                 q, drain.recently_drained(buckets, now))
@@ -274,7 +274,7 @@ def blocking_policy(s: Any, q: dict[str, Any], served: bool) -> dict[str, Any] |
 def overview() -> str:
     s = store()
     live = s.list_workers(WORKER_STALE_MS)
-    served = {q for w in live for q in w.get("queues", [])}
+    served = {q for w in live for q in w.queues}
     queues = queue_rows_data(s, served)
     counts = s.counts()
     chart = throughput_chart(s)
@@ -353,8 +353,8 @@ def worker_agent(s: Any, worker_id: str | None) -> str | None:
     if not worker_id:
         return None
     for w in s.list_workers(WORKER_ALL_MS):
-        if w["worker_id"] == worker_id:
-            return w.get("agent")
+        if w.worker_id == worker_id:
+            return w.agent
     return None
 
 
@@ -475,15 +475,15 @@ def operation(op_id: str) -> str:
 def rate_classes() -> str:
     s = store()
     classes = s.rate_classes()
-    edit = next((c for c in classes if c["name"] == flask.request.args.get("edit")), None)
+    edit = next((c for c in classes if c.name == flask.request.args.get("edit")), None)
     changes = audit_view.rows(s.list_audit(target_prefix="rate_class:", limit=10))
     # Adaptive classes: the limit's last hour, from the store's history of it.
     now = s.now_ms()
     since = now - HISTORY_SHOWN_MS
     limit_charts = {
-        rc["name"]: charts.limit_chart(s.rate_class_history(rc["name"], 0, 500), since, now,
-                                       rc["limit_per_window"], rc["adaptive"]["max"])
-        for rc in classes if rc.get("adaptive")}
+        rc.name: charts.limit_chart(s.rate_class_history(rc.name, 0, 500), since, now,
+                                    rc.limit_per_window, rc.adaptive.max)
+        for rc in classes if rc.adaptive is not None}
     return render("rate_classes.html", page="rate_classes", title="Rate classes",
                   classes=classes, edit=edit, changes=changes, limit_charts=limit_charts)
 
@@ -579,13 +579,13 @@ def workers() -> str:
 
 def running_now(s: Any) -> list[dict[str, Any]]:
     """What each worker runs now (Sidekiq's Busy page): the running jobs' leases,
-    longest-running first, each marked orphaned when its lease has expired."""
+    longest-running first, each marked orphaned when its lease has expired (by the
+    store's clock, which set it)."""
     now = s.now_ms()
-    rows = s.running_jobs(RUNNING_LIMIT)
-    for r in rows:
-        lease = r["lease_expires_at_ms"]
-        r["orphaned"] = lease is not None and lease < now
-    return sorted(rows, key=lambda r: (r["attempted_at_ms"] or 0, r["id"]))
+    rows: list[RunningJob] = s.running_jobs(RUNNING_LIMIT)
+    return [{**dataclasses.asdict(r),
+             "orphaned": r.lease_expires_at_ms is not None and r.lease_expires_at_ms < now}
+            for r in sorted(rows, key=lambda r: (r.attempted_at_ms or 0, r.id))]
 
 
 def latency_data(s: Any, queue: str | None = None, kind: str | None = None) -> dict[str, Any]:
@@ -599,16 +599,16 @@ def latency_data(s: Any, queue: str | None = None, kind: str | None = None) -> d
             "window_ms": LATENCY_WINDOW_MS}
 
 
-def cluster_summary(live: list[dict[str, Any]], every: list[dict[str, Any]],
+def cluster_summary(live: list[WorkerRecord], every: list[WorkerRecord],
                     queue_stats: list[dict[str, Any]]) -> dict[str, Any]:
     """GET /api/v1/cluster's answer, computed from the same rows."""
-    capacity = sum(int(w.get("concurrency") or 0) for w in live)
-    inflight = sum(int(w.get("inflight") or 0) for w in live)
-    polls = sum(int(w.get("polls") or 0) for w in live)
-    empty = sum(int(w.get("empty_polls") or 0) for w in live)
+    capacity = sum(w.concurrency for w in live)
+    inflight = sum(w.inflight for w in live)
+    polls = sum(w.polls for w in live)
+    empty = sum(w.empty_polls for w in live)
     per_queue: dict[str, int] = {}
     for w in live:
-        for q in w.get("queues", []):
+        for q in w.queues:
             per_queue[q] = per_queue.get(q, 0) + 1
     backlog = {q["queue"]: q["unfinished_jobs"] for q in queue_stats}
     for q in backlog:
@@ -616,7 +616,7 @@ def cluster_summary(live: list[dict[str, Any]], every: list[dict[str, Any]],
     return {
         "workers": {"live": len(live), "stale": max(0, len(every) - len(live)),
                     "total": len(every)},
-        "http_workers": sum(1 for w in live if w.get("agent") is not None),
+        "http_workers": sum(1 for w in live if w.agent is not None),
         "capacity_total": capacity,
         "inflight_total": inflight,
         "utilization": inflight / capacity if capacity else 0.0,

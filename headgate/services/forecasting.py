@@ -57,7 +57,7 @@ class Forecaster:
         self._stats = {q["queue"]: q for q in store.queue_stats()}
         counters = store.history_counters(self.now - drain.WINDOW_MS - drain.BUCKET_MS)
         self._drain = {q: drain.smoothed_rates(b, self.now).drain for q, b in counters.items()}
-        self._classes = {rc["name"]: rc for rc in store.rate_classes()}
+        self._classes = {rc.name: rc for rc in store.rate_classes()}
         self._ceilings: dict[str, int] = {}
         self._limits: dict[str, ConcurrencyLimit] = {}
         for lim in store.concurrency_limits():
@@ -65,9 +65,8 @@ class Forecaster:
             q, m = lim.queue, lim.max_concurrent
             self._ceilings[q] = min(m, self._ceilings.get(q, m))
         self._workers = [
-            WorkerInput(tuple(w.get("queues") or ()), int(w.get("concurrency") or 0),
-                        int(w.get("inflight") or 0))
-            for w in store.list_workers(LIVE_WORKER_MS) if w.get("status") == "running"
+            WorkerInput(w.queues, w.concurrency, w.inflight)
+            for w in store.list_workers(LIVE_WORKER_MS) if w.status == "running"
         ]
         rows = store.latency_totals(self.now - RUN_WINDOW_MS)
         _, by_kind = summaries(rows, "kind")
@@ -79,9 +78,8 @@ class Forecaster:
 
     # -- the snapshot ------------------------------------------------------------------
     def rate_inputs(self) -> dict[str, RateInput]:
-        return {name: RateInput(int(rc["limit_per_window"]), int(rc["window_ms"]),
-                                int(rc["burst"]), float(rc["tokens_available"]),
-                                bool(rc["paused"]))
+        return {name: RateInput(rc.limit_per_window, rc.window_ms, rc.burst,
+                                rc.tokens_available, rc.paused)
                 for name, rc in self._classes.items()}
 
     def queue_input(self, name: str) -> QueueInput:
@@ -108,7 +106,7 @@ class Forecaster:
                 names.update(q for q in w.queues if self._has_backlog(q))
         return Snapshot({n: self.queue_input(n) for n in sorted(names)}, self.rate_inputs(),
                         self._workers,
-                        {n: int(rc.get("jobs_waiting") or 0) for n, rc in self._classes.items()})
+                        {n: rc.jobs_waiting for n, rc in self._classes.items()})
 
     def _has_backlog(self, queue: str) -> bool:
         by_state = self._stats.get(queue, {}).get("by_state") or {}

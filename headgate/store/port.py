@@ -37,11 +37,17 @@ from headgate.core.records import (
     BucketCounts,
     ConcurrencyLimit,
     DutyHolder,
+    HeartbeatReply,
     PartitionState,
     PruneReport,
     QuarantineEntry,
+    RateClassChange,
+    RateClassState,
+    RunningJob,
     TransactionHorizon,
     UniqueKeyCounts,
+    WorkerBeat,
+    WorkerRecord,
 )
 
 from .activity import ActivityHub
@@ -249,10 +255,10 @@ class Admission(StoreBasics, Protocol):
     def write_output(self, claim: Claim, data: bytes, schema_version: int = 1) -> None: ...
 
     @abstractmethod
-    def heartbeat(self, worker: dict[str, Any], running: Sequence[Claim] = ()) -> dict[str, Any]:
-        """Upsert the registry row; reply `{signal, cancelled}`: a pending operator signal
-        (delivered once) and which of the `running` claims are no longer theirs to run
-        (an operator cancelled the job, or it moved on to another attempt)."""
+    def heartbeat(self, worker: WorkerBeat, running: Sequence[Claim] = ()) -> HeartbeatReply:
+        """Upsert the registry row; the reply names a pending operator signal (delivered
+        once) and which of the `running` claims are no longer theirs to run (an
+        operator cancelled the job, or it moved on to another attempt)."""
 
 
 class Maintenance(StoreBasics, Protocol):
@@ -396,26 +402,25 @@ class Inspection(StoreBasics, Protocol):
         queue and/or kind (kind '' holds buckets written before they had kinds)."""
 
     @abstractmethod
-    def running_jobs(self, limit: int = 1000) -> list[dict[str, Any]]:
+    def running_jobs(self, limit: int = 1000) -> list[RunningJob]:
         """Running jobs, soonest lease expiry first (expired ones first), at most
-        `limit`: `{id, kind, queue, worker_id, attempted_at_ms, lease_expires_at_ms}`:
-        what each worker runs now, read in the order of the running jobs' partial index,
-        never a scan of the table."""
+        `limit`: what each worker runs now, read in the order of the running jobs'
+        partial index, never a scan of the table."""
 
     @abstractmethod
-    def list_workers(self, within_ms: int) -> list[dict[str, Any]]: ...
+    def list_workers(self, within_ms: int) -> list[WorkerRecord]:
+        """Registry rows whose last heartbeat is at most `within_ms` old."""
 
     @abstractmethod
     def quarantine_list(self) -> list[QuarantineEntry]: ...
 
     @abstractmethod
-    def rate_classes(self) -> list[dict[str, Any]]: ...
+    def rate_classes(self) -> list[RateClassState]: ...
 
     @abstractmethod
     def rate_class_history(self, name: str, since_ms: int,
-                           limit: int = 1000) -> list[dict[str, Any]]:
-        """An adaptive class's limit changes from `since_ms` on, oldest first: `{at_ms,
-        limit_per_window, window_ms, change (set|decrease|increase), throttles}`."""
+                           limit: int = 1000) -> list[RateClassChange]:
+        """An adaptive class's limit changes from `since_ms` on, oldest first."""
 
     @abstractmethod
     def concurrency_limits(self) -> list[ConcurrencyLimit]: ...

@@ -32,8 +32,8 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
+from headgate.core.records import WorkerBeat
 from headgate.store.port import Admission
 
 from . import isolation
@@ -115,15 +115,14 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self._unsubscribe: Callable[[], None] | None = None
 
-    def _row(self) -> dict[str, Any]:
+    def _row(self) -> WorkerBeat:
         config = self.config
-        return {
-            "worker_id": config.worker_id, "host": HOST, "pid": os.getpid(),
-            "queues": list(config.queues), "concurrency": config.concurrency,
-            "inflight": 0 if self.control.stopped else self.inflight.count(),
-            "polls": self.dispatcher.polls, "empty_polls": self.dispatcher.empty_polls,
-            "started_at_ms": self.started_at_ms, "status": self.control.status,
-        }
+        return WorkerBeat(
+            config.worker_id, host=HOST, pid=os.getpid(), queues=tuple(config.queues),
+            concurrency=config.concurrency,
+            inflight=0 if self.control.stopped else self.inflight.count(),
+            polls=self.dispatcher.polls, empty_polls=self.dispatcher.empty_polls,
+            started_at_ms=self.started_at_ms, status=self.control.status)
 
     def _on_activity(self, queues: frozenset[str]) -> None:
         if not queues or not queues.isdisjoint(self.dispatcher.queues):

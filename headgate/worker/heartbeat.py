@@ -17,8 +17,8 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any
 
+from headgate.core.records import WorkerBeat
 from headgate.services.streak import FailureStreak
 from headgate.store.port import Admission
 
@@ -37,7 +37,7 @@ def default_worker_id() -> str:
 
 class Heartbeat:
     def __init__(self, store: Admission, inflight: Inflight, control: Control, *,
-                 worker_id: str, interval_ms: int, row: Callable[[], dict[str, Any]],
+                 worker_id: str, interval_ms: int, row: Callable[[], WorkerBeat],
                  resign: Callable[[], None] | None) -> None:
         self.store = store
         self.inflight = inflight
@@ -68,11 +68,11 @@ class Heartbeat:
             return
         if failures := self._failures.succeeded():
             log.info("heartbeat works again after %d failures", failures)
-        for claim in reply.get("cancelled") or ():
+        for claim in reply.cancelled:
             attempt = snapshot.get((claim.job.id, claim.fence))
             if attempt is not None and not attempt.settled:
                 self.inflight.abandon(attempt, NOT_OURS)
-        signal = reply.get("signal")
+        signal = reply.signal
         if signal and not self.control.stopped:
             self._apply_signal(signal)
 

@@ -49,6 +49,7 @@ from headgate.core import (
 )
 from headgate.core.envelope import check_int, check_text
 from headgate.core.job import Blob
+from headgate.core.records import RunningJob, WorkerBeat, WorkerRecord
 from headgate.store.port import Store
 
 from .execution import DEFAULT_RATE_LIMITED_SNOOZE_MS
@@ -118,12 +119,11 @@ class Session:
     checked_at: float = 0.0
     claiming: threading.Lock = field(default_factory=threading.Lock)
 
-    def row(self, inflight: int) -> dict[str, Any]:
-        return {"worker_id": self.worker_id, "host": self.host, "pid": self.pid,
-                "queues": list(self.queues), "concurrency": self.capacity,
-                "inflight": inflight, "polls": self.polls, "empty_polls": self.empty_polls,
-                "started_at_ms": self.started_at_ms, "status": self.status,
-                "agent": self.agent, "kinds": sorted(self.kinds)}
+    def row(self, inflight: int) -> WorkerBeat:
+        return WorkerBeat(self.worker_id, host=self.host, pid=self.pid, queues=self.queues,
+                          concurrency=self.capacity, inflight=inflight, polls=self.polls,
+                          empty_polls=self.empty_polls, started_at_ms=self.started_at_ms,
+                          status=self.status, agent=self.agent, kinds=tuple(sorted(self.kinds)))
 
     def handles(self, kind: str) -> bool:
         return not self.kinds or kind in self.kinds
@@ -193,12 +193,12 @@ class RemoteWorkers:
         check_int("pid", pid, 0, 2**31 - 1)
         self._check_allowed(names, allowed)
         row = self._read_row(worker_id)
-        if row is not None and row.get("agent") is None and row["status"] != STATUS_STOPPED:
+        if row is not None and row.agent is None and row.status != STATUS_STOPPED:
             raise WorkerConflict(f"worker {worker_id} is a Python worker; register another id")
         session = Session(worker_id, names, frozenset(kind_names), capacity, agent, host,
                           pid, self.store.now_ms())
         reply = self.store.heartbeat(session.row(self._held_count(worker_id)))
-        session.pending_signal = reply.get("signal")
+        session.pending_signal = reply.signal
         session.checked_at = time.monotonic()
         with self._lock:
             old = self._sessions.get(worker_id)
@@ -231,27 +231,27 @@ class RemoteWorkers:
             if cached is not None:
                 cached.status = STATUS_STOPPED
             raise NotFound("worker", worker_id)
-        if row.get("agent") is None:
+        if row.agent is None:
             raise WorkerConflict(f"worker {worker_id} is a Python worker, not registered "
                                  "over HTTP")
         session = cached or Session(worker_id, (), frozenset(), 0, "", "", 0, 0)
-        session.queues = tuple(row["queues"])
-        session.kinds = frozenset(row.get("kinds") or ())
-        session.capacity = int(row["concurrency"])
-        session.agent = str(row["agent"])
-        session.host, session.pid = str(row["host"]), int(row["pid"])
-        session.started_at_ms = int(row["started_at_ms"])
-        session.status = str(row["status"])
+        session.queues = row.queues
+        session.kinds = frozenset(row.kinds or ())
+        session.capacity = row.concurrency
+        session.agent = row.agent
+        session.host, session.pid = row.host, row.pid
+        session.started_at_ms = row.started_at_ms
+        session.status = row.status
         if cached is None:
-            session.polls, session.empty_polls = int(row["polls"]), int(row["empty_polls"])
+            session.polls, session.empty_polls = row.polls, row.empty_polls
         session.checked_at = time.monotonic()
         with self._lock:
             self._sessions[worker_id] = session
         return session
 
-    def _read_row(self, worker_id: str) -> dict[str, Any] | None:
+    def _read_row(self, worker_id: str) -> WorkerRecord | None:
         for row in self.store.list_workers(self.stale_ms):
-            if row["worker_id"] == worker_id:
+            if row.worker_id == worker_id:
                 return row
         return None
 
@@ -263,8 +263,8 @@ class RemoteWorkers:
         if outside:
             raise WorkerForbidden(f"this token may not serve queue {outside[0]}")
 
-    def _held(self, worker_id: str) -> list[dict[str, Any]]:
-        return [r for r in self.store.running_jobs(RUNNING_SCAN) if r["worker_id"] == worker_id]
+    def _held(self, worker_id: str) -> list[RunningJob]:
+        return [r for r in self.store.running_jobs(RUNNING_SCAN) if r.worker_id == worker_id]
 
     def _held_count(self, worker_id: str) -> int:
         return len(self._held(worker_id))
@@ -282,7 +282,7 @@ class RemoteWorkers:
             check_int("fence", fence, 0)
         held = self._held_count(worker_id)
         reply = self.store.heartbeat(session.row(held), [_stub(j, f) for j, f in running])
-        signal = session.pending_signal or reply.get("signal")
+        signal = session.pending_signal or reply.signal
         session.pending_signal = None
         if signal in SIGNAL_STATUS and session.status != SIGNAL_STATUS[signal]:
             session.status = SIGNAL_STATUS[signal]
@@ -290,7 +290,7 @@ class RemoteWorkers:
         if signal:
             log.info("remote worker %s: operator signal %s", worker_id, signal)
         return {"signal": signal, "status": session.status, "inflight": held,
-                "cancelled": [(c.job.id, c.fence) for c in reply.get("cancelled") or ()]}
+                "cancelled": [(c.job.id, c.fence) for c in reply.cancelled]}
 
     # -- claims ---------------------------------------------------------------------
     def claim(self, worker_id: str, max_jobs: int | None = None, wait_ms: int = 0,
@@ -489,7 +489,7 @@ class RemoteWorkers:
     def _hand_back(self, worker_id: str) -> int:
         claims = []
         for r in self._held(worker_id):
-            job = self.store.get_job(r["id"])
+            job = self.store.get_job(r.id)
             if job is not None and job.lease_id is not None and job.worker_id == worker_id:
                 claims.append(Claim(job, job.lease_id, job.fence, job.lease_expires_at_ms or 0))
         return self.store.release(claims) if claims else 0

@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 from headgate.core import AckRequest, Outcome
+from headgate.core.records import WorkerBeat
 
 if TYPE_CHECKING:
     from api_helpers import Api
@@ -65,9 +66,9 @@ def test_workers_list_what_each_runs_now(api: Api) -> None:
     first = api.enqueue(kind="report.build", queue="work")
     second = api.enqueue(kind="mail.send", queue="work")
     for worker in ("w1", "w2"):
-        api.store.heartbeat({"worker_id": worker, "host": "box", "pid": 1, "queues": ["work"],
-                             "concurrency": 2, "inflight": 1, "polls": 1, "empty_polls": 0,
-                             "started_at_ms": int(time.time() * 1000)})
+        api.store.heartbeat(WorkerBeat(worker, host="box", pid=1, queues=("work",), concurrency=2,
+                                       inflight=1, polls=1, empty_polls=0,
+                                       started_at_ms=int(time.time() * 1000)))
     (a,) = api.store.admit("w1", ["work"], capacity=1, lease_ms=60_000)
     (b,) = api.store.admit("w2", ["work"], capacity=1, lease_ms=60_000)
     assert {a.job.id, b.job.id} == {first, second}

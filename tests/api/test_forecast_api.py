@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
+from headgate.core.records import WorkerBeat
 from headgate.services.config import Settings
 
 if TYPE_CHECKING:
@@ -26,8 +27,8 @@ def at_rest(api: Api, *, waiting: int, limit: int = 5) -> list[str]:
         api.enqueue(payload=f"head{i}".encode(), rate_class="smtp")
     claimed = api.store.admit("w1", [Q], capacity=limit)
     assert len(claimed) == limit
-    api.store.heartbeat({"worker_id": "w1", "queues": [Q], "concurrency": 10,
-                         "inflight": limit, "status": "running"})
+    api.store.heartbeat(WorkerBeat("w1", queues=(Q,), concurrency=10, inflight=limit,
+                                   status="running"))
     return [api.enqueue(payload=f"j{i}".encode(), rate_class="smtp") for i in range(waiting)]
 
 
@@ -63,8 +64,7 @@ def test_nothing_can_be_known(api: Api) -> None:
     assert got == {"ms": None, "p10_ms": None, "p90_ms": None, "reason": "rate_class_paused",
                    "bound": None}
     assert api.put("/rate-classes/smtp", json={"limit": 5, "window_ms": 1000}).ok
-    api.store.heartbeat({"worker_id": "w1", "queues": [Q], "concurrency": 10,
-                         "status": "quiet"})
+    api.store.heartbeat(WorkerBeat("w1", queues=(Q,), concurrency=10, status="quiet"))
     assert expected(api, ids[2])["reason"] == "no_live_worker"
     pending = api.enqueue(payload=b"p", pending=True)
     assert expected(api, pending)["reason"] == "pending"

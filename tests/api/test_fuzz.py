@@ -56,6 +56,7 @@ from schemathesis.specs.openapi.checks import (
 import headgate
 from headgate.api.openapi import document
 from headgate.core import Outcome
+from headgate.core.records import WorkerBeat
 
 if TYPE_CHECKING:
     from api_helpers import Api
@@ -113,8 +114,7 @@ def seed(api: Api, quarantine: Any = None) -> dict[str, list[str]]:
     api.put(f"/periodic/fuzz-{tag}", json={"kind": "fuzz.tick", "spec": "@every:60000"})
     s.upsert_rate_class(f"rc-{tag}", 5, 1000)
     s.upsert_concurrency_limit(f"cl-{tag}", queue, 2)
-    s.heartbeat({"worker_id": f"w-{tag}", "host": "fuzz", "queues": [queue],
-                 "concurrency": 1})
+    s.heartbeat(WorkerBeat(f"w-{tag}", host="fuzz", queues=(queue,), concurrency=1))
     op = s.create_operation("retry", {"queue": queue}, dry_run=True)
     fingerprints = ["0" * 64]
     if quarantine is not None:  # three lost leases: only for the routes that name one

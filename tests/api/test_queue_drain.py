@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import headgate
 from headgate.core import Envelope, Outcome, drain
+from headgate.core.records import WorkerBeat
 from headgate.dashboard import present
 
 if TYPE_CHECKING:
@@ -122,8 +123,8 @@ def test_the_console_row_and_the_api_agree(api: Api) -> None:
     record_history(api, "reports", 12, arrived=2, completed=8, last=(4, 4))
     # A live worker serves the queue: jobs waiting with none running and no worker is a
     # stall the row names instead of a time to drain.
-    api.store.heartbeat({"worker_id": "reports-1", "host": "h", "pid": 1,
-                         "queues": ["reports"], "concurrency": 1})
+    api.store.heartbeat(WorkerBeat("reports-1", host="h", pid=1, queues=("reports",),
+                                   concurrency=1))
 
     before = api_queue(api, "reports")
     r = api.get(api.base + "/")

@@ -14,6 +14,7 @@ import pytest
 
 import headgate
 from headgate.core import State
+from headgate.core.records import WorkerBeat
 from headgate.services.config import Settings, read_tokens_file
 from headgate.services.duties import DutyRunner
 from headgate.worker.remote import RemoteWorkers
@@ -253,8 +254,7 @@ def test_bad_input_is_4xx_with_the_error_body_and_changes_nothing(api: Api) -> N
     assert (r.status_code, r.json()) == (
         400, {"error": "Idempotency-Key header is required on every mutating request"})
     # A Python worker's id cannot be driven over HTTP.
-    api.store.heartbeat({"worker_id": "py-1", "host": "h", "pid": 1, "queues": ["b"],
-                         "concurrency": 1})
+    api.store.heartbeat(WorkerBeat("py-1", host="h", pid=1, queues=("b",), concurrency=1))
     r = api.post("/workers/py-1/claim", json={})
     assert r.status_code == 409 and "Python worker" in r.json()["error"]
     r = api.post("/workers", json={"queues": ["b"], "capacity": 1, "worker_id": "py-1"})
@@ -515,8 +515,8 @@ def test_the_console_shows_http_workers_and_names_them_on_job_pages(api: Api) ->
     job_id = api.enqueue("k", queue="console")
     worker = register(api, ["console"], capacity=3, kinds=["k"])
     claim(api, worker)
-    api.store.heartbeat({"worker_id": "python-1", "host": "box", "pid": 7,
-                         "queues": ["console"], "concurrency": 2})
+    api.store.heartbeat(WorkerBeat("python-1", host="box", pid=7, queues=("console",),
+                                   concurrency=2))
     page = api.get(api.base + "/workers").text
     row = page[page.index(f'<th scope="row" class="mono">{worker}'):]
     row = row[:row.index("</tr>")]

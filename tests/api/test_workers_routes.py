@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from headgate.core.records import HeartbeatReply, WorkerBeat
+
 if TYPE_CHECKING:
     from api_helpers import Api
 
@@ -14,12 +16,10 @@ NOW = lambda: int(time.time() * 1000)  # noqa: E731
 
 
 def beat(api: Api, worker_id: str, queues: list[str], *, concurrency: int = 4,
-         inflight: int = 1, polls: int = 10, empty: int = 5) -> dict:
-    return api.store.heartbeat({
-        "worker_id": worker_id, "host": "box", "pid": 42, "queues": queues,
-        "concurrency": concurrency, "inflight": inflight, "polls": polls,
-        "empty_polls": empty, "started_at_ms": NOW() - 1000,
-    })
+         inflight: int = 1, polls: int = 10, empty: int = 5) -> HeartbeatReply:
+    return api.store.heartbeat(WorkerBeat(worker_id, host="box", pid=42, queues=tuple(queues),
+                                          concurrency=concurrency, inflight=inflight, polls=polls,
+                                          empty_polls=empty, started_at_ms=NOW() - 1000))
 
 
 def age_worker(api: Api, worker_id: str, by_ms: int) -> None:
@@ -75,10 +75,10 @@ def test_signal_worker(api: Api) -> None:
     r = api.post("/workers/w1/signal", json={"command": "quiet"})
     assert (r.status_code, r.content) == (204, b"")
     assert api.get("/workers").json()[0]["pending_signal"] == "quiet"
-    assert beat(api, "w1", ["q"])["signal"] == "quiet"  # delivered once, on the heartbeat
+    assert beat(api, "w1", ["q"]).signal == "quiet"  # delivered once, on the heartbeat
     api.post("/workers/w1/signal", json={"command": "terminate"})
     assert api.post("/workers/w1/signal", json={"command": None}).status_code == 204
-    assert beat(api, "w1", ["q"])["signal"] is None  # null cleared it
+    assert beat(api, "w1", ["q"]).signal is None  # null cleared it
     assert api.post("/workers/w1/signal", json={}).status_code == 204
     r = api.post("/workers/w1/signal", json={"command": "explode"})
     assert (r.status_code, r.json()) == (

@@ -20,6 +20,7 @@ from support import wait_for
 
 import headgate
 from headgate.core import Explanation, Outcome, State
+from headgate.core.records import WorkerBeat
 from headgate.dashboard import live, present
 from headgate.dashboard.demo import Seeded, seed
 from headgate.dashboard.query import JobQuery
@@ -266,7 +267,7 @@ def test_hostile_strings_render_as_text_everywhere(store: Any, db: str) -> None:
                        rate_class=XSS, headers={XSS: XSS})
     claim = store.admit(XSS, [XSS], capacity=1)[0]
     store.ack(claim, Outcome.RETRY, error=XSS, logs=[XSS])
-    store.heartbeat({"worker_id": XSS, "host": XSS, "queues": [XSS], "concurrency": 1})
+    store.heartbeat(WorkerBeat(XSS, host=XSS, queues=(XSS,), concurrency=1))
     store.upsert_concurrency_limit(XSS, XSS, 1)
     store.upsert_rate_class(XSS, 1, 1000)
     store.enqueue_many([])
@@ -468,7 +469,7 @@ def test_job_links_are_the_urls_url_for_builds(client: Any, args: dict[str, str]
 
 def test_live_fragments_render_out_of_band_for_every_topic(client: Any, store: Any,
                                                            seeded: Seeded) -> None:
-    store.heartbeat({"worker_id": "w-1", "queues": ["emails"], "concurrency": 4})
+    store.heartbeat(WorkerBeat("w-1", queues=("emails",), concurrency=4))
     topics = {"totals", "counts:", "counts:emails", "queues", "queue:emails", "workers",
               "cluster", "rate_classes", "quarantine", "periodic", "partitions:emails",
               f"job:{seeded.archived[0]}", f"sheet:{seeded.running[0]}", "job:gone-id"}
@@ -486,7 +487,7 @@ def test_a_job_row_sent_live_keeps_its_expected_start(client: Any, store: Any) -
     """A row re-rendered by a live frame (any commit, also another process's) is the row
     the list drew, expected start included."""
     store.upsert_rate_class("smtp", 5, 1000, 5)
-    store.heartbeat({"worker_id": "w-1", "queues": ["mail"], "concurrency": 4})
+    store.heartbeat(WorkerBeat("w-1", queues=("mail",), concurrency=4))
     job_id = headgate.Client(store).enqueue("send_email", b"x", queue="mail", rate_class="smtp")
     topic = f"job:{job_id}"
     with client.application.test_request_context("/live"):
@@ -496,7 +497,7 @@ def test_a_job_row_sent_live_keeps_its_expected_start(client: Any, store: Any) -
 
 def test_cluster_links_only_queues_that_have_a_page(store: Any, client: Any) -> None:
     headgate.Client(store).enqueue("k", b"", queue="real q")
-    store.heartbeat({"worker_id": "w", "queues": ["real q", "config only"], "concurrency": 1})
+    store.heartbeat(WorkerBeat("w", queues=("real q", "config only"), concurrency=1))
     body = text_of(client.get("/cluster"))
     links = [html.unescape(h) for h in re.findall(r'href="(/queues/[^"]*)"', body)]
     assert links == ["/queues/real%20q"]

@@ -16,6 +16,7 @@ import pytest
 import headgate
 from headgate import Outcome
 from headgate.core.adaptive import Adaptive
+from headgate.core.records import RateClassChange
 from headgate.dashboard import charts
 from headgate.services.config import Settings
 from headgate.web import create_app
@@ -38,7 +39,7 @@ def throttled_once(store: Any) -> int:
     headgate.Client(store).enqueue("send", b"x", queue="mail", rate_class="smtp")
     [claim] = store.admit("w", ["mail"], 1)
     store.ack(claim, Outcome.THROTTLED, delay_ms=60_000)
-    return int(store.rate_classes()[0]["adaptive"]["last_decrease_ms"])
+    return int(store.rate_classes()[0].adaptive.last_decrease_ms)
 
 
 def test_the_page_charts_the_adapted_limit(store: Any, client: Any) -> None:
@@ -74,14 +75,14 @@ def test_edit_and_pause_keep_what_the_operator_set(store: Any, client: Any) -> N
     store.upsert_rate_class("smtp", sent["limit"], sent["window_ms"], sent["burst"],
                             sent["paused"], adaptive=Adaptive.checked(**sent["adaptive"]))
     rc = store.rate_classes()[0]
-    assert rc["paused"] and rc["limit_per_window"] == 12
+    assert rc.paused and rc.limit_per_window == 12
 
 
 def test_the_line_steps_at_cuts_and_climbs_between() -> None:
     changes = [
-        {"at_ms": 1_000, "limit_per_window": 20, "change": "set", "throttles": 0},
-        {"at_ms": 2_000, "limit_per_window": 10, "change": "decrease", "throttles": 3},
-        {"at_ms": 3_000, "limit_per_window": 14, "change": "increase", "throttles": 0},
+        RateClassChange(1_000, 20, 1000, "set", 0),
+        RateClassChange(2_000, 10, 1000, "decrease", 3),
+        RateClassChange(3_000, 14, 1000, "increase", 0),
     ]
     chart = charts.limit_chart(changes, 0, 4_000, 14, 40, width=444, height=124)
     ys = {round(float(p.split(",")[1])) for p in chart.points.split()}

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import headgate
+from headgate.core.records import WorkerBeat
 from headgate.dashboard import present
 from headgate.services.config import Settings
 from headgate.web import create_app
@@ -46,8 +47,7 @@ def at_rest(store: Any, waiting: int) -> list[str]:
     for i in range(5):
         producer.enqueue("send", f"h{i}".encode(), queue=Q, rate_class="smtp")
     assert len(store.admit("w1", [Q], capacity=5, lease_ms=600_000)) == 5
-    store.heartbeat({"worker_id": "w1", "queues": [Q], "concurrency": 10, "inflight": 5,
-                     "status": "running"})
+    store.heartbeat(WorkerBeat("w1", queues=(Q,), concurrency=10, inflight=5, status="running"))
     store.upsert_concurrency_limit("per-tenant", Q, 4)
     return [producer.enqueue("send", f"j{i}".encode(), queue=Q, rate_class="smtp")
             for i in range(waiting)]

@@ -13,6 +13,7 @@ import pytest
 
 import headgate
 from headgate.core import Outcome
+from headgate.core.records import WorkerBeat
 from headgate.dashboard import present
 from headgate.services.config import Settings
 from headgate.web import create_app
@@ -123,7 +124,7 @@ def test_the_concurrency_blocker_names_the_partition_at_its_limit(store: Any,
     c.enqueue("render", b"1", queue="reports", partition_key="acme")
     waiting = c.enqueue("render", b"2", queue="reports", partition_key="acme")
     assert len(store.admit("w", ["reports"], capacity=5)) == 1
-    store.heartbeat({"worker_id": "w", "queues": ["reports"], "concurrency": 5})
+    store.heartbeat(WorkerBeat("w", queues=("reports",), concurrency=5))
     overview = row_of(text_of(client.get("/")), "reports")
     # Nothing finished yet while one runs and one waits: the stall names the partition.
     assert "stalled: concurrency limit per-tenant full in partition acme" in overview
@@ -155,7 +156,7 @@ def keep_up(store: Any, n: int, **fields: Any) -> None:
 def test_a_paused_rate_class_is_a_stall_in_the_headline_at_once(store: Any,
                                                                  client: Any) -> None:
     store.upsert_rate_class("smtp", 1000, 1000, 1000)
-    store.heartbeat({"worker_id": "w", "queues": ["emails"], "concurrency": 5})
+    store.heartbeat(WorkerBeat("w", queues=("emails",), concurrency=5))
     keep_up(store, 30, rate_class="smtp")
     c = headgate.Client(store)
     c.enqueue("send", b"x", queue="emails", rate_class="smtp")
@@ -191,7 +192,7 @@ def test_a_throttled_queue_that_drains_is_not_called_stalled(store: Any, client:
     (claim,) = store.admit("w", ["hooks"], capacity=5)
     store.ack(claim, Outcome.SUCCESS)
     c.enqueue("call", b"2", queue="hooks", rate_class="api")
-    store.heartbeat({"worker_id": "w", "queues": ["hooks"], "concurrency": 1}, [])
+    store.heartbeat(WorkerBeat("w", queues=("hooks",), concurrency=1), [])
     row = row_of(text_of(client.get("/")), "hooks")
     assert "stalled" not in row
 

@@ -33,6 +33,7 @@ from faultkit import (
 )
 
 from headgate import Outcome, State, Store
+from headgate.core.records import WorkerRecord
 
 SKEW_S = 3600
 LEASE_MS = 1500
@@ -45,9 +46,9 @@ def skewed_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def worker_row(store: Store, worker_id: str) -> dict | None:
+def worker_row(store: Store, worker_id: str) -> WorkerRecord | None:
     return next((w for w in store.list_workers(10 * 3_600_000)
-                 if w["worker_id"] == worker_id), None)
+                 if w.worker_id == worker_id), None)
 
 
 def test_a_skewed_worker_cannot_move_rate_limits_or_lease_expiry(
@@ -69,8 +70,8 @@ def test_a_skewed_worker_cannot_move_rate_limits_or_lease_expiry(
              "the skewed worker to take the hold job")
     row = wait_for(lambda: worker_row(store, "skewed"), 10, "the skewed worker's row")
     # The shim works: the worker's own idea of its start is an hour ahead of the store.
-    assert row["started_at_ms"] - store.now_ms() > (SKEW_S - 60) * 1000
-    wait_for(lambda: (worker_row(store, "skewed") or {}).get("polls", 0) >= 10, 30,
+    assert row.started_at_ms - store.now_ms() > (SKEW_S - 60) * 1000
+    wait_for(lambda: getattr(worker_row(store, "skewed"), "polls", 0) >= 10, 30,
              "the skewed worker to poll ten times")
 
     job = store.get_job(hold)
@@ -111,8 +112,8 @@ def test_a_skewed_worker_cannot_move_rate_limits_or_lease_expiry(
         refilled_at = conn.execute(
             "SELECT refilled_at_ms FROM rate_classes WHERE name = 'skew'").fetchone()[0]
     assert refilled_at <= store.now_ms()
-    [rate] = [r for r in store.rate_classes() if r["name"] == "skew"]
-    assert rate["tokens_available"] < 1
+    [rate] = [r for r in store.rate_classes() if r.name == "skew"]
+    assert rate.tokens_available < 1
     record("worker clock +1 h (lease, rate tokens)", "sqlite", faults=1, jobs=8, lost=0,
            duplicate_completions=0, reruns=0, recover_s=None)
 

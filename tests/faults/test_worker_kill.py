@@ -151,7 +151,7 @@ def test_a_job_that_kills_every_worker_is_quarantined_at_the_crash_limit(
     except Quarantined:
         pass
     idle = fleet.worker("idle", "--queues", "poison", "--no-duties")
-    wait_for(lambda: any(w["worker_id"] == "idle" and w["polls"] > 3
+    wait_for(lambda: any(w.worker_id == "idle" and w.polls > 3
                          for w in store.list_workers(60_000)), 30, "the idle worker to poll")
     assert store.get_job(poison).state is State.QUARANTINED
     assert idle.term() == 0

@@ -25,6 +25,7 @@ import pytest
 
 import headgate
 from headgate import Client, Outcome, Store
+from headgate.core.records import WorkerBeat
 from headgate.services import duties as duties_module
 from headgate.services.client import EnqueueContext
 from headgate.services.duties import MIN_TTL_MS, STANDARD_DUTIES, DutyRunner
@@ -461,8 +462,7 @@ def test_retention_deletes_only_what_is_due_never_quarantined(
 
 
 def _beat(store: Store, worker_id: str) -> None:
-    store.heartbeat({"worker_id": worker_id, "host": "h", "pid": 1, "queues": ["q"],
-                     "concurrency": 1})
+    store.heartbeat(WorkerBeat(worker_id, host="h", pid=1, queues=("q",), concurrency=1))
 
 
 def test_stale_workers_older_than_the_bound_are_forgotten(store: Store) -> None:
@@ -471,7 +471,7 @@ def test_stale_workers_older_than_the_bound_are_forgotten(store: Store) -> None:
     _beat(store, "young")
     assert store.forget_workers(60_000) == 0
     assert store.forget_workers(600) == 1
-    assert [w["worker_id"] for w in store.list_workers(3_600_000)] == ["young"]
+    assert [w.worker_id for w in store.list_workers(3_600_000)] == ["young"]
     # The duty does the same with its configured bound.
     time.sleep(1.2)
     _beat(store, "newest")
@@ -480,7 +480,7 @@ def test_stale_workers_older_than_the_bound_are_forgotten(store: Store) -> None:
     runner.start()
     try:
         wait_for(lambda: "young" not in
-                 [w["worker_id"] for w in store.list_workers(3_600_000)], 3)
+                 [w.worker_id for w in store.list_workers(3_600_000)], 3)
     finally:
         runner.stop()
     assert runner.stats["worker_aging"].runs >= 1

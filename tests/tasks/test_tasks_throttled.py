@@ -28,7 +28,7 @@ def test_throttled_task_is_snoozed_and_its_class_cut() -> None:
         assert runs == [0] and job.state is State.SCHEDULED and job.attempt == 0
         assert 29_000 < job.scheduled_at_ms - t.now_ms() <= 30_000
         [rc] = t.store.rate_classes()
-        assert rc["limit_per_window"] == 5
+        assert rc.limit_per_window == 5
         t.advance(seconds=30)
         t.run_all()
         assert ref.result(timeout=5) == "sent" and runs == [0, 0]

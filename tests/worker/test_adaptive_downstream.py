@@ -24,6 +24,7 @@ from support import headgate_cmd
 
 import headgate
 from headgate.core.adaptive import Adaptive
+from headgate.core.records import RateClassChange
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 LIMIT = 20  # the server's true limit, calls per second
@@ -114,10 +115,10 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             p.wait(10)
 
 
-def _mean_limit(history: list[dict], start_ms: int, end_ms: int) -> float:
+def _mean_limit(history: list[RateClassChange], start_ms: int, end_ms: int) -> float:
     """The limit the class held over [start, end], weighted by how long it held it."""
     level, total, weighted = None, 0, 0.0
-    points = [(h["at_ms"], h["limit_per_window"]) for h in history]
+    points = [(h.at_ms, h.limit_per_window) for h in history]
     for (at, limit), (nxt, _) in zip(points, [*points[1:], (end_ms, 0)], strict=True):
         lo, hi = max(at, start_ms), min(nxt, end_ms)
         if hi > lo:
@@ -152,8 +153,8 @@ def test_two_workers_learn_the_downstream_limit(store_url: str, tmp_path: Path,
         assert len(calls) >= CALLS, f"only {len(calls)} calls were made"
         history = store.rate_class_history("downstream", 0, 10_000)
         end = calls[-1][0]
-        converged = next((h["at_ms"] for h in history if h["change"] == "decrease"
-                          and h["limit_per_window"] <= 1.25 * LIMIT), None)
+        converged = next((h.at_ms for h in history if h.change == "decrease"
+                          and h.limit_per_window <= 1.25 * LIMIT), None)
         assert converged is not None, history
         after = [status for at, status in calls if at >= converged + SETTLE_MS]
         throttled = after.count(429)
@@ -161,7 +162,7 @@ def test_two_workers_learn_the_downstream_limit(store_url: str, tmp_path: Path,
         total_429 = sum(1 for _, status in calls if status == 429)
         report = (f"{len(calls)} calls, {total_429} answered 429; after convergence "
                   f"{len(after)} calls, {throttled} answered 429; mean limit {mean:.1f}; "
-                  f"cuts {[h['limit_per_window'] for h in history if h['change'] == 'decrease']}")
+                  f"cuts {[h.limit_per_window for h in history if h.change == 'decrease']}")
         print(report)
         assert len(after) >= CALLS // 2, report
         assert throttled < 0.05 * len(after), report

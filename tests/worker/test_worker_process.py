@@ -219,7 +219,7 @@ def test_two_cli_workers_and_no_server_recover_a_kill_9_with_their_default_dutie
     duty leases, taken over from the victim if it had them) finish the job."""
     a = spawn("--worker-id", "a", "--lease-ms", str(LEASE_MS), name="a")
     b = spawn("--worker-id", "b", "--lease-ms", str(LEASE_MS), name="b")
-    wait_for(lambda: {"a", "b"} <= {w["worker_id"] for w in store.list_workers(60_000)},
+    wait_for(lambda: {"a", "b"} <= {w.worker_id for w in store.list_workers(60_000)},
              30, "both workers to register")
     job_id = headgate.Client(store).enqueue("block", b"")
     marker = wait_for(lambda: started_marker(tmp_path, job_id).exists()
@@ -248,7 +248,7 @@ def test_cli_worker_with_no_duties_holds_none(
     store: Store, spawn: Callable[..., WorkerProcess]
 ) -> None:
     worker = spawn("--worker-id", "quiet", "--no-duties", name="quiet")
-    wait_for(lambda: any(w["worker_id"] == "quiet" and w["polls"] > 3
+    wait_for(lambda: any(w.worker_id == "quiet" and w.polls > 3
                          for w in store.list_workers(60_000)), 30, "the worker to poll")
     time.sleep(0.5)  # a few duty ticks (200 ms) it would have run
     assert [d for d in store.duty_holders() if d.holder == "quiet"] == []
@@ -334,8 +334,8 @@ def test_sigterm_drains_while_renewing_then_releases_without_charging(
     assert store.get_job(late_id).state is State.AVAILABLE
     log = worker.log()
     assert "released 3 unfinished job(s)" in log
-    rows = [w for w in store.list_workers(60_000) if w["pid"] == worker.pid]
-    assert [w["status"] for w in rows] == ["stopped"]
+    rows = [w for w in store.list_workers(60_000) if w.pid == worker.pid]
+    assert [w.status for w in rows] == ["stopped"]
 
 
 def test_a_script_calling_worker_run_drains_on_sigterm(

@@ -24,6 +24,7 @@ from worker_app import FAST, register_all, state_of, worker_maker
 
 import headgate
 from headgate import InvalidInput, Job, LeaseLost, Outcome, State, Store, Worker
+from headgate.core.records import WorkerRecord
 from headgate.worker import DEADLINE_HEADER, EXIT_RESTART, JobContext
 from headgate.worker.default_duties import WORKER_DUTIES
 from headgate.worker.job_context import AttemptGate
@@ -65,9 +66,9 @@ def sqlite_write_lock(store_url: str) -> Iterator[None]:
         lock.close()
 
 
-def worker_row(store: Store, worker: Worker) -> dict:
-    rows = [w for w in store.list_workers(60_000) if w["worker_id"] == worker.worker_id]
-    return rows[0] if rows else {}
+def worker_row(store: Store, worker: Worker) -> WorkerRecord | None:
+    return next((w for w in store.list_workers(60_000) if w.worker_id == worker.worker_id),
+                None)
 
 
 # -- context: progress, output, result, fencing ------------------------------------------
@@ -286,7 +287,8 @@ def test_quiet_stops_admission_in_flight_finishes_resume_restarts_terminate_stop
     wait_for(lambda: len(gate.started) == 2, 10, "both gated jobs to run")
 
     store.signal_worker(worker.worker_id, "quiet")
-    wait_for(lambda: worker_row(store, worker).get("status") == "quiet", 5, "quiet ack")
+    wait_for(lambda: getattr(worker_row(store, worker), "status", None) == "quiet", 5,
+             "quiet ack")
     waiting = client.enqueue("ok", b"")
     gate.open.set()
     wait_for(lambda: all(state_of(store, j) is State.COMPLETED for j in held), 5,
@@ -296,12 +298,12 @@ def test_quiet_stops_admission_in_flight_finishes_resume_restarts_terminate_stop
 
     store.signal_worker(worker.worker_id, "resume")
     wait_for(lambda: state_of(store, waiting) is State.COMPLETED, 5, "admission to resume")
-    assert worker_row(store, worker)["status"] == "running"
+    assert getattr(worker_row(store, worker), "status", None) == "running"
 
     store.signal_worker(worker.worker_id, "terminate")
     assert worker.join(10) == 0
-    assert worker_row(store, worker)["status"] == "stopped"
-    assert worker_row(store, worker)["inflight"] == 0
+    row = worker_row(store, worker)
+    assert row is not None and (row.status, row.inflight) == ("stopped", 0)
 
 
 def test_restart_signal_drains_and_exits_with_the_supervisor_code(

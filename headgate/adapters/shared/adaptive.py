@@ -12,6 +12,7 @@ admission reads, so admission itself knows nothing of adaptation.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict
 from typing import Any
 
 from headgate.core import Explanation
@@ -22,6 +23,7 @@ from headgate.core.adaptive import (
     scaled_burst,
     summary,
 )
+from headgate.core.records import AdaptiveState, RateClassChange
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
 from .conn import Connection
@@ -148,32 +150,27 @@ def configure(conn: Connection, now: int, name: str, limit: int, window_ms: int,
     return current, scaled_burst(burst, limit, current), columns
 
 
-def block(row: tuple[Any, ...], name: str, conn: Connection) -> dict[str, Any] | None:
-    """The `adaptive` block of a class's record (None: not adaptive)."""
+def state(row: tuple[Any, ...], name: str, conn: Connection) -> AdaptiveState | None:
+    """Where a class's adaptation stands (None: not adaptive)."""
     spec = spec_of(row)
     if spec is None:
         return None
     cut = conn.execute(LAST_CUT, (name,)).fetchone()
-    return {
-        **spec.as_dict(),
-        "configured_limit": int(row[10]),
-        "configured_burst": int(row[11]),
-        "last_decrease_ms": row[12],
-        "last_increase_ms": row[13],
-        "throttles_since_decrease": int(row[14]),
-        "summary": summary(name, int(row[1]), int(row[0]),
-                           None if cut is None else (int(cut[0]), int(cut[1]), int(cut[2]))),
-    }
+    return AdaptiveState(
+        min=spec.min, max=spec.max, decrease_factor=spec.decrease_factor,
+        increase_step=spec.increase_step, configured_limit=int(row[10]),
+        configured_burst=int(row[11]), last_decrease_ms=row[12], last_increase_ms=row[13],
+        throttles_since_decrease=int(row[14]),
+        summary=summary(name, int(row[1]), int(row[0]),
+                        None if cut is None else (int(cut[0]), int(cut[1]), int(cut[2]))),
+    )
 
 
-def history(conn: Connection, name: str, since_ms: int, limit: int) -> list[dict[str, Any]]:
+def history(conn: Connection, name: str, since_ms: int, limit: int) -> list[RateClassChange]:
     """The class's changes from `since_ms` on, oldest first (at most the newest `limit`)."""
     rows = conn.execute(HISTORY_SINCE, (name, since_ms, limit)).fetchall()
-    return [
-        {"at_ms": int(at), "limit_per_window": int(lim), "window_ms": int(win),
-         "change": change, "throttles": int(n)}
-        for at, lim, win, change, n in reversed(rows)
-    ]
+    return [RateClassChange(int(at), int(lim), int(win), change, int(n))
+            for at, lim, win, change, n in reversed(rows)]
 
 
 def adaptive_names(conn: Connection) -> set[str]:
@@ -189,9 +186,9 @@ def job_class_summary(conn: Connection, job_id: str) -> dict[str, Any] | None:
     row = conn.execute(SELECT_CLASS.format(for_update=""), (found[0],)).fetchone()
     if row is None or row[6] is None:
         return None
-    adaptive = block(row, found[0], conn)
+    adaptive = state(row, found[0], conn)
     return {"rate_class": found[0], "limit_per_window": int(row[0]),
-            "window_ms": int(row[1]), **(adaptive or {})}
+            "window_ms": int(row[1]), **(asdict(adaptive) if adaptive else {})}
 
 
 def annotate(conn: Connection, explanation: Explanation, job_id: str) -> None:

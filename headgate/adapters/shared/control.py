@@ -11,6 +11,7 @@ from headgate.core.adaptive import Adaptive
 from headgate.core.envelope import INT32_MAX, MAX_PAYLOAD, check_int, check_text
 from headgate.core.errors import InvalidInput
 from headgate.core.policy import SATURATION_STRATEGIES, WORKER_SIGNALS
+from headgate.core.records import HeartbeatReply, WorkerBeat
 
 from . import adaptive as adaptive_rules
 from .admission_limits import RateBucket
@@ -197,32 +198,20 @@ def delete_concurrency_limit(conn: Connection, name: str, force: bool) -> tuple[
 # -- workers ------------------------------------------------------------------------
 
 def heartbeat(
-    conn: Connection, now: int, worker: dict[str, Any], running: Sequence[Claim]
-) -> dict[str, Any]:
-    row = {
-        "worker_id": check_text("worker_id", worker.get("worker_id")),
-        "host": str(worker.get("host", "")),
-        "pid": int(worker.get("pid", 0)),
-        "queues": json.dumps(list(worker.get("queues", []))),
-        "concurrency": int(worker.get("concurrency", 0)),
-        "inflight": int(worker.get("inflight", 0)),
-        "polls": int(worker.get("polls", 0)),
-        "empty_polls": int(worker.get("empty_polls", 0)),
-        "started_at_ms": int(worker.get("started_at_ms", now)),
-        "status": str(worker.get("status", "running")),
-    }
-    # A worker on the HTTP protocol names its agent and kinds; a Python worker neither.
-    agent = worker.get("agent")
-    kinds = worker.get("kinds")
+    conn: Connection, now: int, worker: WorkerBeat, running: Sequence[Claim]
+) -> HeartbeatReply:
+    worker_id = check_text("worker_id", worker.worker_id)
+    started = now if worker.started_at_ms is None else int(worker.started_at_ms)
     conn.execute(UPSERT_WORKER, (
-        row["worker_id"], row["host"], row["pid"], row["queues"], row["concurrency"],
-        row["inflight"], row["polls"], row["empty_polls"], row["started_at_ms"], now,
-        row["status"], None if agent is None else str(agent),
-        None if kinds is None else json.dumps(list(kinds)),
+        worker_id, str(worker.host), int(worker.pid), json.dumps(list(worker.queues)),
+        int(worker.concurrency), int(worker.inflight), int(worker.polls),
+        int(worker.empty_polls), started, now, str(worker.status),
+        None if worker.agent is None else str(worker.agent),
+        None if worker.kinds is None else json.dumps(list(worker.kinds)),
     ))
-    signal = conn.execute(SELECT_PENDING_SIGNAL, (row["worker_id"],)).fetchone()
+    signal = conn.execute(SELECT_PENDING_SIGNAL, (worker_id,)).fetchone()
     if signal[0] is not None:
-        conn.execute(CLEAR_PENDING_SIGNAL, (row["worker_id"],))
+        conn.execute(CLEAR_PENDING_SIGNAL, (worker_id,))
     rows: dict[str, tuple] = {}
     ids = list({c.job.id for c in running})
     for i in range(0, len(ids), 500):  # one read per 500 jobs, not one per job
@@ -234,7 +223,7 @@ def heartbeat(
         held = rows.get(claim.job.id)
         if held is None or held[0] != State.RUNNING.value or held[1] or held[2] != claim.fence:
             cancelled.append(claim)
-    return {"signal": signal[0], "cancelled": cancelled}
+    return HeartbeatReply(signal[0], tuple(cancelled))
 
 
 def signal_worker(conn: Connection, worker_id: str, command: str | None) -> None:

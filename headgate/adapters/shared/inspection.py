@@ -13,7 +13,14 @@ from typing import Any
 from headgate.core import STORED_STATES, UNFINISHED, Job, State
 from headgate.core.errors import InvalidInput
 from headgate.core.job import Blob, Progress
-from headgate.core.records import ConcurrencyLimit, PartitionState, QuarantineEntry
+from headgate.core.records import (
+    ConcurrencyLimit,
+    PartitionState,
+    QuarantineEntry,
+    RateClassState,
+    RunningJob,
+    WorkerRecord,
+)
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
 from . import adaptive
@@ -126,22 +133,17 @@ def partitions(conn: Connection, queue: str, limit: int = 200) -> list[Partition
     return [PartitionState(*row) for row in conn.execute(PARTITIONS, (queue, limit))]
 
 
-def rate_classes(conn: Connection, now: int) -> list[dict[str, Any]]:
+def rate_classes(conn: Connection, now: int) -> list[RateClassState]:
     out = []
     for row in conn.execute(RATE_CLASSES).fetchall():
         bucket = RateBucket.load(row[1:7], now)
         waiting = conn.execute(RATE_CLASS_WAITING, (row[0],)).fetchone()[0]
-        out.append({
-            "name": row[0],
-            "tokens_available": round(bucket.tokens, 3),
-            "burst": bucket.burst,
-            "limit_per_window": bucket.limit,
-            "window_ms": bucket.window_ms,
-            "jobs_waiting": waiting,
-            "paused": bucket.paused,
-            "refill_in_ms": bucket.refill_in_ms(1),
-            "adaptive": adaptive.block(row[1:], row[0], conn),
-        })
+        out.append(RateClassState(
+            name=row[0], tokens_available=round(bucket.tokens, 3), burst=bucket.burst,
+            limit_per_window=bucket.limit, window_ms=bucket.window_ms, jobs_waiting=waiting,
+            paused=bucket.paused, refill_in_ms=bucket.refill_in_ms(1),
+            adaptive=adaptive.state(row[1:], row[0], conn),
+        ))
     return out
 
 
@@ -185,20 +187,14 @@ def history_counters(conn: Connection, since_ms: int) -> dict[str, dict[int, tup
     return out
 
 
-def list_workers(conn: Connection, now: int, within_ms: int) -> list[dict[str, Any]]:
-    out = []
-    for row in conn.execute(LIST_WORKERS, (now - within_ms,)):
-        out.append({
-            "worker_id": row[0], "host": row[1], "pid": row[2], "queues": json.loads(row[3]),
-            "concurrency": row[4], "inflight": row[5], "polls": row[6], "empty_polls": row[7],
-            "started_at_ms": row[8], "heartbeat_at_ms": row[9], "status": row[10],
-            "pending_signal": row[11], "agent": row[12],
-            "kinds": None if row[13] is None else json.loads(row[13]),
-        })
-    return out
+def list_workers(conn: Connection, now: int, within_ms: int) -> list[WorkerRecord]:
+    return [WorkerRecord(
+        worker_id=row[0], host=row[1], pid=row[2], queues=tuple(json.loads(row[3])),
+        concurrency=row[4], inflight=row[5], polls=row[6], empty_polls=row[7],
+        started_at_ms=row[8], heartbeat_at_ms=row[9], status=row[10], pending_signal=row[11],
+        agent=row[12], kinds=None if row[13] is None else tuple(json.loads(row[13])),
+    ) for row in conn.execute(LIST_WORKERS, (now - within_ms,))]
 
 
-def running_jobs(conn: Connection, limit: int) -> list[dict[str, Any]]:
-    return [{"id": r[0], "kind": r[1], "queue": r[2], "worker_id": r[3],
-             "attempted_at_ms": r[4], "lease_expires_at_ms": r[5]}
-            for r in conn.execute(RUNNING_JOBS, (limit,)).fetchall()]
+def running_jobs(conn: Connection, limit: int) -> list[RunningJob]:
+    return [RunningJob(*row) for row in conn.execute(RUNNING_JOBS, (limit,)).fetchall()]

@@ -25,10 +25,16 @@ from headgate.core.records import (
     BucketCounts,
     ConcurrencyLimit,
     DutyHolder,
+    HeartbeatReply,
     OrphanSweep,
     PartitionState,
     QuarantineEntry,
+    RateClassChange,
+    RateClassState,
+    RunningJob,
     UniqueKeyCounts,
+    WorkerBeat,
+    WorkerRecord,
 )
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.store.port import Store
@@ -212,7 +218,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
         with self.db.read() as conn:
             return latency.totals_since(conn, since_ms, queue, kind)
 
-    def running_jobs(self, limit: int = 1000) -> list[dict[str, Any]]:
+    def running_jobs(self, limit: int = 1000) -> list[RunningJob]:
         check_int("limit", limit, 1)
         with self.db.read() as conn:
             return inspection.running_jobs(conn, limit)
@@ -234,7 +240,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
                 for n, h, e in self.db.query(DUTY_HOLDERS)]
 
     # -- workers -----------------------------------------------------------------------
-    def heartbeat(self, worker: dict[str, Any], running: Sequence[Claim] = ()) -> dict[str, Any]:
+    def heartbeat(self, worker: WorkerBeat, running: Sequence[Claim] = ()) -> HeartbeatReply:
         with self.db.write() as (conn, now):
             return control.heartbeat(conn, now, worker, running)
 
@@ -242,7 +248,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
         with self.db.write() as (conn, _):
             control.signal_worker(conn, worker_id, command)
 
-    def list_workers(self, within_ms: int) -> list[dict[str, Any]]:
+    def list_workers(self, within_ms: int) -> list[WorkerRecord]:
         with self.db.read_with_clock() as (conn, now):
             return inspection.list_workers(conn, now, within_ms)
 
@@ -318,12 +324,12 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
                                       adaptive)
         self.activity.publish(())
 
-    def rate_classes(self) -> list[dict[str, Any]]:
+    def rate_classes(self) -> list[RateClassState]:
         with self.db.read_with_clock() as (conn, now):
             return inspection.rate_classes(conn, now)
 
     def rate_class_history(self, name: str, since_ms: int,
-                           limit: int = 1000) -> list[dict[str, Any]]:
+                           limit: int = 1000) -> list[RateClassChange]:
         check_int("limit", limit, 1, 10_000)
         with self.db.read() as conn:
             return adaptive.history(conn, name, since_ms, limit)

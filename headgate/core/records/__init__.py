@@ -3,7 +3,13 @@ API maps to JSON and the console words, so neither depends on an adapter's rows 
 HTTP wire shape crosses the port. One module per topic; every name is importable from
 here."""
 
-from .policy import ConcurrencyLimit, QuarantineEntry
+from .policy import (
+    AdaptiveState,
+    ConcurrencyLimit,
+    QuarantineEntry,
+    RateClassChange,
+    RateClassState,
+)
 from .queues import PartitionState
 from .upkeep import (
     BucketCounts,
@@ -13,6 +19,9 @@ from .upkeep import (
     TransactionHorizon,
     UniqueKeyCounts,
 )
+from .workers import HeartbeatReply, RunningJob, WorkerBeat, WorkerRecord
 
-__all__ = ["BucketCounts", "ConcurrencyLimit", "DutyHolder", "OrphanSweep", "PartitionState",
-           "PruneReport", "QuarantineEntry", "TransactionHorizon", "UniqueKeyCounts"]
+__all__ = ["AdaptiveState", "BucketCounts", "ConcurrencyLimit", "DutyHolder", "HeartbeatReply",
+           "OrphanSweep", "PartitionState", "PruneReport", "QuarantineEntry", "RateClassChange",
+           "RateClassState", "RunningJob", "TransactionHorizon", "UniqueKeyCounts", "WorkerBeat",
+           "WorkerRecord"]

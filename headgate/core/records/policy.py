@@ -27,3 +27,50 @@ class QuarantineEntry:
     crash_count: int
     quarantined_at_ms: int
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptiveState:
+    """An adaptive class's bounds and steps (core/adaptive.py's Adaptive), the limit
+    and burst an operator set, and where adaptation stands: its last moves, the
+    throttles counted since the last cut, and a sentence saying so."""
+
+    min: int
+    max: int
+    decrease_factor: float
+    increase_step: int
+    configured_limit: int
+    configured_burst: int
+    last_decrease_ms: int | None
+    last_increase_ms: int | None
+    throttles_since_decrease: int
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class RateClassState:
+    """A rate class's token bucket now (store time): its settings, the tokens left,
+    the available jobs naming it and how long until one more token (`refill_in_ms`).
+    `adaptive` None: the limit is the operator's, fixed."""
+
+    name: str
+    tokens_available: float
+    burst: int
+    limit_per_window: int
+    window_ms: int
+    jobs_waiting: int
+    paused: bool
+    refill_in_ms: int
+    adaptive: AdaptiveState | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RateClassChange:
+    """One change of an adaptive class's limit: `change` set (an operator), decrease
+    (a throttle; `throttles` counted up to it) or increase (successes)."""
+
+    at_ms: int
+    limit_per_window: int
+    window_ms: int
+    change: str
+    throttles: int

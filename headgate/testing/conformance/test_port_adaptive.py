@@ -16,14 +16,21 @@ import headgate
 from headgate import InvalidInput, Outcome, State
 from headgate.core import AckRequest
 from headgate.core.adaptive import DEFAULT_THROTTLE_DELAY_MS, Adaptive
+from headgate.core.records import AdaptiveState, RateClassState
 
 
 def _limit(store: headgate.Store, name: str) -> int:
-    return next(rc for rc in store.rate_classes() if rc["name"] == name)["limit_per_window"]
+    return next(rc for rc in store.rate_classes() if rc.name == name).limit_per_window
 
 
-def _record(store: headgate.Store, name: str) -> dict:
-    return next(rc for rc in store.rate_classes() if rc["name"] == name)
+def _record(store: headgate.Store, name: str) -> RateClassState:
+    return next(rc for rc in store.rate_classes() if rc.name == name)
+
+
+def _adaptive(store: headgate.Store, name: str) -> AdaptiveState:
+    found = _record(store, name).adaptive
+    assert found is not None
+    return found
 
 
 def _claims(store: headgate.Store, n: int, queue: str = "aq", rate_class: str = "smtp",
@@ -36,8 +43,9 @@ def _claims(store: headgate.Store, n: int, queue: str = "aq", rate_class: str = 
     return claims
 
 
-def _past_window(store: headgate.Store, since_ms: int, window_ms: int) -> None:
+def _past_window(store: headgate.Store, since_ms: int | None, window_ms: int) -> None:
     """Wait until the store's clock has left the window that began at `since_ms`."""
+    assert since_ms is not None
     while store.now_ms() < since_ms + window_ms:
         time.sleep(0.002)
 
@@ -61,7 +69,7 @@ def test_throttle_without_an_adaptive_class_is_a_snooze(store: headgate.Store) -
     unclassed, = _claims(store, 1, queue="p2", rate_class="")
     before = store.now_ms()
     store.ack_many([AckRequest(classed, "throttled"), AckRequest(unclassed, "throttled")])
-    assert _limit(store, "plain") == 10 and _record(store, "plain")["adaptive"] is None
+    assert _limit(store, "plain") == 10 and _record(store, "plain").adaptive is None
     job = store.get_job(unclassed.job.id)
     assert job.state is State.SCHEDULED and job.attempt == 0
     assert job.scheduled_at_ms >= before + DEFAULT_THROTTLE_DELAY_MS
@@ -92,10 +100,10 @@ def test_a_cut_is_by_the_factor_once_per_window_however_many_throttle(
     assert errors == []
     assert _limit(store, "smtp") == 20  # 40 x 0.5 once, not 40 x 0.5^8
     record = _record(store, "smtp")
-    assert record["burst"] == 20  # the burst keeps its proportion to the limit
-    assert record["adaptive"]["throttles_since_decrease"] == 7
-    cuts = [h for h in store.rate_class_history("smtp", 0) if h["change"] == "decrease"]
-    assert [(c["limit_per_window"], c["throttles"]) for c in cuts] == [(20, 1)]
+    assert record.burst == 20  # the burst keeps its proportion to the limit
+    assert _adaptive(store, "smtp").throttles_since_decrease == 7
+    cuts = [h for h in store.rate_class_history("smtp", 0) if h.change == "decrease"]
+    assert [(c.limit_per_window, c.throttles) for c in cuts] == [(20, 1)]
     assert all(store.get_job(c.job.id).attempt == 0 for c in claims)
 
 
@@ -106,12 +114,12 @@ def test_cuts_stop_at_min_and_the_next_window_cuts_again(store: headgate.Store) 
     for claim in claims:
         store.ack(claim, Outcome.THROTTLED, delay_ms=60_000)
         seen.append(_limit(store, "smtp"))
-        _past_window(store, _record(store, "smtp")["adaptive"]["last_decrease_ms"], 50)
+        _past_window(store, _adaptive(store, "smtp").last_decrease_ms, 50)
     assert seen == [5, 3, 3, 3]
     history = store.rate_class_history("smtp", 0)
-    assert [h["change"] for h in history] == ["set", "decrease", "decrease", "decrease",
+    assert [h.change for h in history] == ["set", "decrease", "decrease", "decrease",
                                               "decrease"]
-    assert all(h["throttles"] == 1 for h in history[1:])
+    assert all(h.throttles == 1 for h in history[1:])
 
 
 def test_successes_raise_by_the_step_once_per_window_up_to_max(
@@ -123,12 +131,12 @@ def test_successes_raise_by_the_step_once_per_window_up_to_max(
     assert _limit(store, "smtp") == 12
     seen = []
     for claim in claims[2:]:
-        _past_window(store, _record(store, "smtp")["adaptive"]["last_increase_ms"], 40)
+        _past_window(store, _adaptive(store, "smtp").last_increase_ms, 40)
         lost, _ = store.ack_and_admit([AckRequest(claim, "success")], "w", ["other"], 1)
         assert lost == []
         seen.append(_limit(store, "smtp"))
     assert seen == [13, 13, 13, 13]  # capped at max
-    assert _record(store, "smtp")["burst"] == 13
+    assert _record(store, "smtp").burst == 13
 
 
 def test_no_rise_in_the_window_of_a_cut(store: headgate.Store) -> None:
@@ -144,7 +152,7 @@ def test_failures_and_lost_acks_do_not_raise(store: headgate.Store) -> None:
     a, b = _claims(store, 2)
     store.ack(a, Outcome.SUCCESS)
     assert _limit(store, "smtp") == 25
-    _past_window(store, _record(store, "smtp")["adaptive"]["last_increase_ms"], 10)
+    _past_window(store, _adaptive(store, "smtp").last_increase_ms, 10)
     assert store.ack_many([AckRequest(a, "success"),
                            AckRequest(b, "retry", error="x", delay_ms=60_000)]) == [a.job.id]
     assert _limit(store, "smtp") == 25
@@ -156,7 +164,7 @@ def test_put_again_keeps_what_was_learned_a_new_limit_starts_over(
     store.upsert_rate_class("smtp", 40, 60_000, burst=80, adaptive=spec)
     claim, = _claims(store, 1)
     store.ack(claim, Outcome.THROTTLED, delay_ms=1)
-    assert (_limit(store, "smtp"), _record(store, "smtp")["burst"]) == (20, 40)
+    assert (_limit(store, "smtp"), _record(store, "smtp").burst) == (20, 40)
     store.upsert_rate_class("smtp", 40, 60_000, burst=80, adaptive=spec)
     assert _limit(store, "smtp") == 20
     store.upsert_rate_class("smtp", 40, 60_000, burst=80, adaptive=Adaptive(25, 100, 0.5, 1))
@@ -164,8 +172,8 @@ def test_put_again_keeps_what_was_learned_a_new_limit_starts_over(
     store.upsert_rate_class("smtp", 30, 60_000, adaptive=spec)
     assert _limit(store, "smtp") == 30
     store.upsert_rate_class("smtp", 30, 60_000)  # no longer adaptive
-    assert _record(store, "smtp")["adaptive"] is None
-    assert [h["change"] for h in store.rate_class_history("smtp", 0)] == [
+    assert _record(store, "smtp").adaptive is None
+    assert [h.change for h in store.rate_class_history("smtp", 0)] == [
         "set", "decrease", "set", "set"]
 
 
@@ -182,7 +190,7 @@ def test_bad_adaptive_settings_are_refused_and_change_nothing(
     store.upsert_rate_class("smtp", 7, 1000)
     with pytest.raises(InvalidInput, match=message):
         store.upsert_rate_class("smtp", limit, 1000, adaptive=Adaptive.checked(*args))
-    assert _limit(store, "smtp") == 7 and _record(store, "smtp")["adaptive"] is None
+    assert _limit(store, "smtp") == 7 and _record(store, "smtp").adaptive is None
     assert store.rate_class_history("smtp", 0) == []
 
 
@@ -191,7 +199,8 @@ def test_explain_names_the_last_cut(store: headgate.Store) -> None:
     claim, = _claims(store, 1)
     waiting = headgate.Client(store).enqueue("k", b"w", queue="aq", rate_class="smtp")
     store.ack(claim, Outcome.THROTTLED, delay_ms=60_000)
-    at = _record(store, "smtp")["adaptive"]["last_decrease_ms"]
+    at = _adaptive(store, "smtp").last_decrease_ms
+    assert at is not None
     detail = store.explain_admission(waiting).detail
     clock = time.strftime("%H:%M", time.gmtime(at / 1000))
     assert detail["adaptive"]["summary"] == (

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from headgate import Client, Envelope, Job, JobFilter, Outcome, State, Store, open_store
+from headgate.core.records import WorkerBeat
 
 Q = "default"
 
@@ -326,8 +327,8 @@ def test_job_weight_spends_tokens(store: Store) -> None:
     enqueue_n(store, 5, rate_class="api", weight=3)
     claims = store.admit("w", [Q], capacity=10)
     assert len(claims) == 3  # 9 of 10 tokens; the 4th needs 3 and 1 is left
-    (rc,) = [r for r in store.rate_classes() if r["name"] == "api"]
-    assert 0.9 <= rc["tokens_available"] < 1.1
+    (rc,) = [r for r in store.rate_classes() if r.name == "api"]
+    assert 0.9 <= rc.tokens_available < 1.1
 
 
 def test_rate_class_is_shared_across_queues(store: Store) -> None:
@@ -439,7 +440,7 @@ def test_ceiling_cancel_running_makes_room(store: Store) -> None:
     assert job is not None and job.state is State.CANCELLED
     assert job.cancel_requested and job.lease_id is None
     assert "one" in job.errors[-1]["error"]
-    assert store.heartbeat({"worker_id": "w"}, [old])["cancelled"] == [old]
+    assert store.heartbeat(WorkerBeat("w"), [old]).cancelled == (old,)
     with pytest.raises(Exception) as info:
         store.ack(old, Outcome.SUCCESS)
     assert type(info.value).__name__ == "LeaseLost"

@@ -74,13 +74,13 @@ def test_running_jobs_name_their_worker_kind_and_start(store: Store, client: Cli
     mine = store.admit("w-1", ["busy"], capacity=1, lease_ms=60_000)
     theirs = store.admit("w-2", ["busy"], capacity=1, lease_ms=60_000)
     running = store.running_jobs()
-    assert {(r["id"], r["worker_id"], r["kind"], r["queue"]) for r in running} == {
+    assert {(r.id, r.worker_id, r.kind, r.queue) for r in running} == {
         (mine[0].job.id, "w-1", mine[0].job.kind, "busy"),
         (theirs[0].job.id, "w-2", theirs[0].job.kind, "busy")}
-    assert all(r["attempted_at_ms"] and r["lease_expires_at_ms"] for r in running)
+    assert all(r.attempted_at_ms and r.lease_expires_at_ms for r in running)
     assert len(store.running_jobs(limit=1)) == 1
     store.ack(mine[0], Outcome.SUCCESS)
-    assert [r["worker_id"] for r in store.running_jobs()] == ["w-2"]
+    assert [r.worker_id for r in store.running_jobs()] == ["w-2"]
     with pytest.raises(InvalidInput):
         store.running_jobs(limit=0)
 

@@ -20,15 +20,15 @@ def drain_operations(store: Store) -> None:
 def test_rate_classes_are_listed_with_their_budget(store: Store) -> None:
     store.upsert_rate_class("api", 10, 1_000, burst=20)
     store.upsert_rate_class("slow", 1, 60_000, paused=True)
-    classes = {c["name"]: c for c in store.rate_classes()}
+    classes = {c.name: c for c in store.rate_classes()}
     api, slow = classes["api"], classes["slow"]
-    assert (api["limit_per_window"], api["window_ms"], api["burst"], api["paused"]) == (
+    assert (api.limit_per_window, api.window_ms, api.burst, api.paused) == (
         10, 1_000, 20, False)
-    assert api["tokens_available"] == pytest.approx(20, abs=0.5)  # starts full
-    assert slow["paused"] is True and slow["jobs_waiting"] == 0
+    assert api.tokens_available == pytest.approx(20, abs=0.5)  # starts full
+    assert slow.paused is True and slow.jobs_waiting == 0
     store.upsert_rate_class("api", 5, 1_000)  # an upsert replaces the settings
-    api = {c["name"]: c for c in store.rate_classes()}["api"]
-    assert (api["limit_per_window"], api["burst"]) == (5, 5)
+    api = {c.name: c for c in store.rate_classes()}["api"]
+    assert (api.limit_per_window, api.burst) == (5, 5)
 
 
 def test_a_rate_class_with_waiting_jobs_is_deleted_only_by_force(store: Store,
@@ -37,7 +37,7 @@ def test_a_rate_class_with_waiting_jobs_is_deleted_only_by_force(store: Store,
     for i in range(2):
         client.enqueue("k", b"%d" % i, rate_class="api")
     assert store.delete_rate_class("api") == 2
-    assert [c["name"] for c in store.rate_classes()] == ["api"]  # still there
+    assert [c.name for c in store.rate_classes()] == ["api"]  # still there
     assert store.delete_rate_class("api", force=True) == 2
     assert store.rate_classes() == []
     # Jobs naming a missing class are admitted without a budget.

@@ -25,6 +25,7 @@ from headgate import (
     Store,
     fingerprint,
 )
+from headgate.core.records import WorkerBeat
 
 Q = "default"
 
@@ -245,7 +246,7 @@ def test_rate_limited_with_delay_drains_the_rate_class(store: Store, client: Cli
     # the whole fleet backs off: nothing of that class is admitted meanwhile
     assert chk.admit(capacity=10) == []
     (rc,) = store.rate_classes()
-    assert rc["tokens_available"] < 0
+    assert rc.tokens_available < 0
 
 
 def test_undecodable_is_never_retried(store: Store, client: Client, chk: Checker) -> None:
@@ -316,7 +317,7 @@ def test_superseded_lease_is_fenced_out(store: Store, client: Client, chk: Check
         store.write_output(old, b"stale")
     # Both attempts at once (a worker still holding the stale one): only the stale is lost.
     assert store.renew([old, new]) == [old]
-    assert store.heartbeat({"worker_id": "w"}, [old, new])["cancelled"] == [old]
+    assert store.heartbeat(WorkerBeat("w"), [old, new]).cancelled == (old,)
     store.release([old])  # releasing a superseded claim must not touch the new lease
     chk.check()
     assert get(store, job_id).state is State.RUNNING
@@ -468,9 +469,9 @@ def test_operator_cancel_of_a_running_job_tells_the_worker(store: Store, client:
     job = get(store, job_id)
     assert job.state is State.CANCELLED and job.cancel_requested
     assert job.lease_id is None and job.finalized_at_ms is not None
-    reply = store.heartbeat({"worker_id": "w", "host": "h", "pid": 1, "queues": [Q],
-                             "concurrency": 2, "inflight": 2}, [claims[job_id], claims[other]])
-    assert reply["cancelled"] == [claims[job_id]] and reply["signal"] is None
+    reply = store.heartbeat(WorkerBeat("w", host="h", pid=1, queues=(Q,), concurrency=2,
+                                       inflight=2), [claims[job_id], claims[other]])
+    assert reply.cancelled == (claims[job_id],) and reply.signal is None
     with pytest.raises(LeaseLost):
         store.ack(claims[job_id], Outcome.SUCCESS)
     with pytest.raises(LeaseLost):
