@@ -200,7 +200,7 @@ def snapshot(store: Store, path_params: dict[str, Any]) -> dict[str, Any]:
     job = store.get_job(job_id, include_payload=True) if isinstance(job_id, str) else None
     return {
         "counts": store.counts(),
-        "queues": sorted((q["queue"], q["weight"], q["paused"], q["max_unfinished_jobs"])
+        "queues": sorted((q.queue, q.weight, q.paused, q.max_unfinished_jobs)
                          for q in store.queue_stats()),
         "rate_classes": sorted((r.name, r.limit_per_window, r.window_ms, r.burst, r.paused)
                                for r in store.rate_classes()),

@@ -69,7 +69,7 @@ def simulate() -> flask.Response:
         change = _with(change, concurrency_limit_queue=limit.queue,
                        max_concurrent=f.ceiling_with(limit.queue, cl["name"], wanted))
         echo["concurrency_limit"] = {**cl, "queue": limit.queue}
-    known = {q["queue"] for q in store().queue_stats()}
+    known = {q.queue for q in store().queue_stats()}
     if (qw := b["queue"]) is not None:
         if qw["name"] not in known:
             raise ApiError(400, f"unknown queue `{qw['name']}`")

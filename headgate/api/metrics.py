@@ -48,7 +48,7 @@ from headgate.core import HeadgateError
 from headgate.core.latency import INF as LATENCY_INF
 from headgate.core.latency import LATENCY_BOUNDS_MS
 from headgate.core.latency import METRICS as LATENCY_METRICS
-from headgate.core.records import TransactionHorizon
+from headgate.core.records import HistoryBucket, TransactionHorizon
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.store.port import Store
 
@@ -95,16 +95,21 @@ class HistoryTotals:
             totals: dict[tuple[str, str], int] = defaultdict(int, self.settled)
             for queue in queues:
                 for bucket in store.history(queue, self.through, MINUTE_MS):
-                    values = {k: int(bucket.get(k) or 0) for k in OUTCOMES}
-                    rejections = bucket.get("admission_rejections") or {}
-                    for policy in POLICIES:
-                        values[f"rejected_{policy}"] = int(rejections.get(policy, 0))
-                    for key, value in values.items():
+                    for key, value in _counters(bucket).items():
                         totals[(queue, key)] += value
-                        if bucket["at_ms"] < settle:
+                        if bucket.at_ms < settle:
                             self.settled[(queue, key)] += value
             self.through = max(self.through, settle)
             return totals
+
+
+def _counters(bucket: HistoryBucket) -> dict[str, int]:
+    """A bucket's counters by the names the totals keep (OUTCOMES, rejected_<policy>)."""
+    r = bucket.admission_rejections
+    return {"arrived": bucket.arrived, "completed": bucket.completed, "failed": bucket.failed,
+            "rejected_rate_class": r.rate_class,
+            "rejected_concurrency_limit": r.concurrency_limit,
+            "rejected_quarantine": r.quarantine}
 
 
 class LatencyTotals:
@@ -177,21 +182,21 @@ class StoreCollector(Collector):
         oldest = GaugeMetricFamily("headgate_queue_oldest_available_seconds",
                                    "Age of the oldest available job.", labels=["queue"])
         for q in stats:
-            for state, n in q["by_state"].items():
-                depth.add_metric([q["queue"], state], n)
-            paused.add_metric([q["queue"]], 1 if q["paused"] else 0)
-            if q["oldest_available_ms"] is not None:
-                oldest.add_metric([q["queue"]], q["oldest_available_ms"] / 1000)
+            for state, n in q.by_state.items():
+                depth.add_metric([q.queue, state], n)
+            paused.add_metric([q.queue], 1 if q.paused else 0)
+            if q.oldest_available_ms is not None:
+                oldest.add_metric([q.queue], q.oldest_available_ms / 1000)
         yield depth
         yield paused
         yield oldest
-        totals = self.totals.read(store, [q["queue"] for q in stats])
+        totals = self.totals.read(store, [q.queue for q in stats])
         for outcome in OUTCOMES:
             family = CounterMetricFamily(
                 f"headgate_jobs_{outcome}", f"Jobs {outcome} (history buckets since the "
                 "start of the minute this process started in).", labels=["queue"])
             for q in stats:
-                family.add_metric([q["queue"]], totals.get((q["queue"], outcome), 0))
+                family.add_metric([q.queue], totals.get((q.queue, outcome), 0))
             yield family
         rejections = CounterMetricFamily(
             "headgate_admission_rejections", "Jobs admission held back, by policy: per "
@@ -200,8 +205,8 @@ class StoreCollector(Collector):
             labels=["queue", "policy"])
         for q in stats:
             for policy in POLICIES:
-                rejections.add_metric([q["queue"], policy],
-                                      totals.get((q["queue"], f"rejected_{policy}"), 0))
+                rejections.add_metric([q.queue, policy],
+                                      totals.get((q.queue, f"rejected_{policy}"), 0))
         yield rejections
         if self.latency is not None:
             yield from latency_families(self.latency.read(store))

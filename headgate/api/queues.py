@@ -10,6 +10,7 @@ import flask
 
 from headgate.core import drain
 from headgate.core.latency import summaries, window_start
+from headgate.core.records import HistoryBucket, QueueExtras, QueueStats
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
 from .blueprint import bp, empty_ok, json_response, no_content
@@ -19,8 +20,9 @@ from .operations import wake_runner
 from .params import dflt, json_body, opt, query, req
 
 
-def queue_json(q: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """The queue body.
+def queue_json(q: QueueStats, drained: dict[str, Any], extra: QueueExtras) -> dict[str, Any]:
+    """The queue body; `drained` is smoothed_drain's (the rates, time to drain and
+    trend the console shows too).
 
     Honest values where the Python store has no such measurement (decisions):
     - `count_is_approximate`: false — counts come from exact maintained counters.
@@ -33,45 +35,44 @@ def queue_json(q: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
       partition rates are not kept, so rates and time-to-drain are null and
       `approximate` is true.
     """
-    noisy = extra.get("noisy_partitions", 0)
-    if noisy:
+    if extra.noisy_partitions:
         quiet = {
             "arrival_rate": None,
             "drain_rate": None,
             "time_to_drain_ms": None,
-            "oldest_available_ms": extra.get("quiet_oldest_available_ms"),
-            "noisy_partitions": noisy,
+            "oldest_available_ms": extra.quiet_oldest_available_ms,
+            "noisy_partitions": extra.noisy_partitions,
             "approximate": True,
         }
     else:
         quiet = {
-            "arrival_rate": q["arrival_rate"],
-            "drain_rate": q["drain_rate"],
-            "time_to_drain_ms": q["time_to_drain_ms"],
-            "oldest_available_ms": q["oldest_available_ms"],
+            "arrival_rate": drained["arrival_rate"],
+            "drain_rate": drained["drain_rate"],
+            "time_to_drain_ms": drained["time_to_drain_ms"],
+            "oldest_available_ms": q.oldest_available_ms,
             "noisy_partitions": 0,
             "approximate": False,
         }
     return {
-        "queue": q["queue"],
-        "weight": q["weight"],
-        "unfinished_jobs": q["unfinished_jobs"],
-        "max_unfinished_jobs": q["max_unfinished_jobs"],
-        "by_state": q["by_state"],
-        "arrival_rate": q["arrival_rate"],
-        "drain_rate": q["drain_rate"],
-        "time_to_drain_ms": q["time_to_drain_ms"],
-        "oldest_available_ms": q["oldest_available_ms"],
-        "drain_trend": q["drain_trend"],
+        "queue": q.queue,
+        "weight": q.weight,
+        "unfinished_jobs": q.unfinished_jobs,
+        "max_unfinished_jobs": q.max_unfinished_jobs,
+        "by_state": dict(q.by_state),
+        "arrival_rate": drained["arrival_rate"],
+        "drain_rate": drained["drain_rate"],
+        "time_to_drain_ms": drained["time_to_drain_ms"],
+        "oldest_available_ms": q.oldest_available_ms,
+        "drain_trend": drained["drain_trend"],
         "quiet_groups": quiet,
-        "paused": q["paused"],
-        "memory_bytes": extra.get("memory_bytes"),
-        "memory_sampled_at_ms": extra.get("memory_sampled_at_ms"),
+        "paused": q.paused,
+        "memory_bytes": extra.memory_bytes,
+        "memory_sampled_at_ms": extra.memory_sampled_at_ms,
         "count_is_approximate": False,
     }
 
 
-def smoothed_drain(q: dict[str, Any], buckets: dict[int, tuple[int, ...]],
+def smoothed_drain(q: QueueStats, buckets: dict[int, tuple[int, ...]],
                    now: int) -> dict[str, Any]:
     """The queue's rates, time to drain and trend as the console computes them
     (headgate.core.drain over its per-minute history), so both say the same thing.
@@ -80,8 +81,8 @@ def smoothed_drain(q: dict[str, Any], buckets: dict[int, tuple[int, ...]],
     to drain but pending jobs, null when there is no finite forecast. A queue whose only
     other work is scheduled is "empty" to the console (nothing due now) but not empty
     here: null, since work not yet due has no drain time."""
-    f = drain.queue_forecast(q, buckets, now)
-    due = q["unfinished_jobs"] - int(q["by_state"].get("pending", 0) or 0)
+    f = drain.queue_forecast(q.by_state, q.paused, buckets, now)
+    due = q.unfinished_jobs - int(q.by_state.get("pending", 0) or 0)
     ttd = 0 if due <= 0 else (None if f.trend == "empty" else f.ttd_ms)
     return {"arrival_rate": round(f.arrival, 6), "drain_rate": round(f.drain, 6),
             "time_to_drain_ms": ttd, "drain_trend": f.trend}
@@ -97,9 +98,10 @@ def list_queues() -> flask.Response:
     extras = s.queue_extras()
     now = s.now_ms()
     counters = s.history_counters(now - drain.WINDOW_MS - drain.BUCKET_MS)
-    for q in stats:
-        q.update(smoothed_drain(q, counters.get(q["queue"], {}), now))
-    return json_response([queue_json(q, extras.get(q["queue"], {})) for q in stats])
+    return json_response([
+        queue_json(q, smoothed_drain(q, counters.get(q.queue, {}), now),
+                   extras.get(q.queue) or QueueExtras())
+        for q in stats])
 
 
 @bp.put("/queues/<segment:queue>")
@@ -144,6 +146,15 @@ def resume_queue(queue: str) -> flask.Response:
     return no_content()
 
 
+def history_json(b: HistoryBucket) -> dict[str, Any]:
+    r = b.admission_rejections
+    return {"at_ms": b.at_ms, "arrived": b.arrived, "completed": b.completed,
+            "failed": b.failed, "depth": b.depth,
+            "admission_rejections": {"rate_class": r.rate_class,
+                                     "concurrency_limit": r.concurrency_limit,
+                                     "quarantine": r.quarantine}}
+
+
 @bp.get("/queues/<segment:queue>/history")
 def history(queue: str) -> flask.Response:
     """`{at_ms, arrived, completed}` buckets, plus failed, depth and admission
@@ -151,7 +162,7 @@ def history(queue: str) -> flask.Response:
     p = query(opt("since_ms", "i64"), opt("bucket_ms", "i64"))
     since = 0 if p["since_ms"] is None else p["since_ms"]
     bucket = HISTORY_BUCKET_MS if p["bucket_ms"] is None else p["bucket_ms"]
-    return json_response(store().history(queue, since, bucket))
+    return json_response([history_json(b) for b in store().history(queue, since, bucket)])
 
 
 @bp.put("/queues/<segment:queue>/enqueue-limit")

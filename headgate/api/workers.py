@@ -89,7 +89,7 @@ def cluster() -> flask.Response:
     inflight = sum(w.inflight for w in live)
     polls = sum(w.polls for w in live)
     empty = sum(w.empty_polls for w in live)
-    per_queue: dict[str, int] = {q["queue"]: 0 for q in s.queue_stats()}
+    per_queue: dict[str, int] = {q.queue: 0 for q in s.queue_stats()}
     for w in live:
         for queue in w.queues:
             per_queue[queue] = per_queue.get(queue, 0) + 1

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .schema_constants import HISTORY_BUCKET_MS
 
@@ -121,11 +120,11 @@ def stall_suspected(by_state: Mapping[str, int], buckets: Mapping[int, Sequence[
     return not int(by_state.get("running", 0) or 0) or not recently_drained(buckets, now_ms)
 
 
-def queue_forecast(queue: Mapping[str, Any], buckets: Mapping[int, Sequence[int]],
-                   now_ms: int) -> Forecast:
-    """forecast() for one queue_stats row and that queue's history counters. The
-    backlog is the work due: available, running and retryable jobs. Pending jobs wait
-    for an operator and scheduled ones for their time, not for workers."""
-    by_state = queue.get("by_state") or {}
+def queue_forecast(by_state: Mapping[str, int], paused: bool,
+                   buckets: Mapping[int, Sequence[int]], now_ms: int) -> Forecast:
+    """forecast() for one queue (its counters by state, whether it is paused) and its
+    history counters. The backlog is the work due: available, running and retryable
+    jobs. Pending jobs wait for an operator and scheduled ones for their time, not for
+    workers."""
     backlog = sum(int(by_state.get(s, 0) or 0) for s in ("available", "running", "retryable"))
-    return forecast(backlog, smoothed_rates(buckets, now_ms), paused=bool(queue.get("paused")))
+    return forecast(backlog, smoothed_rates(buckets, now_ms), paused=paused)

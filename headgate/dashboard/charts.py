@@ -7,10 +7,11 @@ are plain SVG with a text table fallback in the template for screen readers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from headgate.core.records import RateClassChange
+from headgate.core.records import AdmissionRejections, HistoryBucket, RateClassChange
 
 from .present import clock
 
@@ -64,7 +65,7 @@ def _nice_max(value: int) -> int:
 
 
 def history_chart(
-    buckets: list[dict[str, Any]], since_ms: int, now_ms: int, bucket_ms: int,
+    buckets: Sequence[HistoryBucket], since_ms: int, now_ms: int, bucket_ms: int,
     width: int = 960, height: int = 284,
 ) -> HistoryChart:
     """Lines for arrived/completed/failed per bucket over [since, now] on the upper
@@ -80,17 +81,18 @@ def history_chart(
     start = since_ms - since_ms % bucket_ms
     n = max(1, (now_ms - start) // bucket_ms + 1)
     chart.buckets = n
-    by_at = {b["at_ms"]: b for b in buckets}
+    by_at = {b.at_ms: b for b in buckets}
     series = {s: [0] * n for s in SERIES}
     rejected = {p: [0] * n for p in POLICIES}
     for i in range(n):
         b = by_at.get(start + i * bucket_ms)
-        if not b:
+        if b is None:
             continue
-        for s in SERIES:
-            series[s][i] = int(b.get(s) or 0)
-        for p in POLICIES:
-            rejected[p][i] = int((b.get("admission_rejections") or {}).get(p) or 0)
+        r = b.admission_rejections
+        series["arrived"][i], series["completed"][i], series["failed"][i] = (
+            b.arrived, b.completed, b.failed)
+        rejected["rate_class"][i], rejected["concurrency_limit"][i], rejected["quarantine"][i] = (
+            r.rate_class, r.concurrency_limit, r.quarantine)
     chart.totals = {s: sum(v) for s, v in series.items()}
     chart.rejections = {p: max(v, default=0) for p, v in rejected.items()}
     chart.empty = not any(chart.totals.values()) and not any(chart.rejections.values())
@@ -143,17 +145,16 @@ def history_chart(
     return chart
 
 
-def throughput(counters: dict[str, dict[int, tuple[int, ...]]]) -> list[dict[str, Any]]:
-    """Every queue's per-minute counters (Store.history_counters) summed per minute, in
-    the shape history_chart reads: the overview's fleet-wide throughput."""
+def throughput(counters: dict[str, dict[int, tuple[int, ...]]]) -> list[HistoryBucket]:
+    """Every queue's per-minute counters (Store.history_counters) summed per minute, as
+    the buckets history_chart reads: the overview's fleet-wide throughput."""
     merged: dict[int, list[int]] = {}
     for per_queue in counters.values():
         for at, values in per_queue.items():
             row = merged.setdefault(at, [0] * 6)
             for k, v in enumerate(values[:6]):
                 row[k] += int(v or 0)
-    return [{"at_ms": at, "arrived": r[0], "completed": r[1], "failed": r[2],
-             "admission_rejections": dict(zip(POLICIES, r[3:6], strict=True))}
+    return [HistoryBucket(at, r[0], r[1], r[2], None, AdmissionRejections(r[3], r[4], r[5]))
             for at, r in sorted(merged.items())]
 
 

@@ -21,7 +21,7 @@ from werkzeug.wrappers import Response as BaseResponse  # what flask.redirect re
 from headgate.core import HeadgateError, Job, JobFilter, JobPage, State, drain, names
 from headgate.core.adaptive import HISTORY_SHOWN_MS
 from headgate.core.latency import summaries, window_start
-from headgate.core.records import PartitionState, RunningJob, WorkerRecord
+from headgate.core.records import PartitionState, QueueStats, RunningJob, WorkerRecord
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.services.forecasting import Forecaster
 from headgate.web import auth_throttle
@@ -235,35 +235,37 @@ def queue_rows_data(s: Any, served: set[str] | None = None) -> list[dict[str, An
     is not draining the policy that blocks it. Two reads for all queues (the stats, and
     every queue's recent per-minute counters), plus, per queue with waiting jobs that is
     not draining, runs none of them or finished nothing lately, one available job (an
-    index probe) and its admission explanation."""
-    stats = s.queue_stats()
+    index probe) and its admission explanation. A row is the record's fields (the
+    templates and present.py read it) and those additions."""
+    stats: list[QueueStats] = s.queue_stats()
     now = s.now_ms()
     counters = s.history_counters(now - drain.WINDOW_MS - drain.BUCKET_MS)
-    scale = max((q["unfinished_jobs"] for q in stats), default=0)
+    scale = max((q.unfinished_jobs for q in stats), default=0)
+    rows = []
     for q in stats:
-        buckets = counters.get(q["queue"], {})
-        q["forecast"] = drain.queue_forecast(q, buckets, now)
-        q["depth_scale"] = scale
-        q["blocker"] = None
-        q["stall"] = False
+        buckets = counters.get(q.queue, {})
+        forecast = drain.queue_forecast(q.by_state, q.paused, buckets, now)
+        row = {**dataclasses.asdict(q), "forecast": forecast, "depth_scale": scale,
+               "blocker": None, "stall": False}
         # Not only when the smoothed trend turns: jobs waiting with none running, or
         # nothing finished lately, are looked at now (the trend lags a pause by a minute).
-        suspect = drain.stall_suspected(q["by_state"], buckets, now)
-        if (suspect or q["forecast"].trend in ("paused", "stalled", "growing")) and \
-                q["by_state"].get("available"):
+        suspect = drain.stall_suspected(q.by_state, buckets, now)
+        if (suspect or forecast.trend in ("paused", "stalled", "growing")) and \
+                q.by_state.get("available"):
             if served is None:
                 served = {n for w in s.list_workers(WORKER_STALE_MS) for n in w.queues}
-            q["blocker"] = blocking_policy(s, q, q["queue"] in served)
-            q["stall"] = suspect and q["forecast"].trend != "paused" and present.stall(
-                q, drain.recently_drained(buckets, now))
-    return stats
+            row["blocker"] = blocking_policy(s, q.queue, q.queue in served)
+            row["stall"] = suspect and forecast.trend != "paused" and present.stall(
+                row, drain.recently_drained(buckets, now))
+        rows.append(row)
+    return rows
 
 
-def blocking_policy(s: Any, q: dict[str, Any], served: bool) -> dict[str, Any] | None:
+def blocking_policy(s: Any, queue: str, served: bool) -> dict[str, Any] | None:
     """Why a queue's waiting jobs are not admitted, from one of them: its admission
     explanation names the policy (paused queue, paused or empty rate class, ceiling,
     quarantine); with nothing blocking it, a queue no live worker consumes says so."""
-    page = s.list_jobs(JobFilter(queue=q["queue"], state="available"), limit=1)
+    page = s.list_jobs(JobFilter(queue=queue, state="available"), limit=1)
     if not page.jobs:
         return None
     exp = s.explain_admission(page.jobs[0].id)
@@ -372,7 +374,7 @@ def jobs() -> tuple[str, int]:
     # A list of one kind heads with that kind's percentiles (the console's kind page).
     kind_latency = latency_data(s, kind=query.filter.kind) if query.filter.kind else None
     counts = s.counts(query.queue or query.filter.queue or None)
-    queue_names = [q["queue"] for q in s.queue_stats()]
+    queue_names = [q.queue for q in s.queue_stats()]
     sheet = sheet_data(s, query.job) if query.job else None
     starts = expected_starts(s, page.jobs)
     selector, bulk_why = query.bulk_selector()
@@ -491,23 +493,23 @@ def rate_classes() -> str:
 @bp.get("/concurrency")
 def concurrency() -> str:
     s = store()
-    stats = s.queue_stats()
+    stats: list[QueueStats] = s.queue_stats()
     return render("concurrency.html", page="concurrency", title="Concurrency limits",
-                  limits=s.concurrency_limits(), queue_names=[q["queue"] for q in stats],
-                  queue_work={q["queue"]: q["by_state"].get("available", 0)
-                              + q["by_state"].get("running", 0) for q in stats})
+                  limits=s.concurrency_limits(), queue_names=[q.queue for q in stats],
+                  queue_work={q.queue: q.by_state.get("available", 0)
+                              + q.by_state.get("running", 0) for q in stats})
 
 
 @bp.get("/partitions")
 def partitions() -> tuple[str, int]:
     s = store()
-    stats = s.queue_stats()
-    queue_names = [q["queue"] for q in stats]
+    stats: list[QueueStats] = s.queue_stats()
+    queue_names = [q.queue for q in stats]
     # Without a choice, the queue with the most waiting and running jobs (partitions
     # are listed while they have either), not the first name, which may have none.
-    busiest = max(stats, key=lambda q: q["by_state"].get("available", 0)
-                  + q["by_state"].get("running", 0), default=None)
-    name = flask.request.args.get("queue") or (busiest["queue"] if busiest else "")
+    busiest = max(stats, key=lambda q: q.by_state.get("available", 0)
+                  + q.by_state.get("running", 0), default=None)
+    name = flask.request.args.get("queue") or (busiest.queue if busiest else "")
     rows: list[PartitionState] = []
     status = 200
     if name and name not in queue_names:
@@ -600,7 +602,7 @@ def latency_data(s: Any, queue: str | None = None, kind: str | None = None) -> d
 
 
 def cluster_summary(live: list[WorkerRecord], every: list[WorkerRecord],
-                    queue_stats: list[dict[str, Any]]) -> dict[str, Any]:
+                    queue_stats: list[QueueStats]) -> dict[str, Any]:
     """GET /api/v1/cluster's answer, computed from the same rows."""
     capacity = sum(w.concurrency for w in live)
     inflight = sum(w.inflight for w in live)
@@ -610,7 +612,7 @@ def cluster_summary(live: list[WorkerRecord], every: list[WorkerRecord],
     for w in live:
         for q in w.queues:
             per_queue[q] = per_queue.get(q, 0) + 1
-    backlog = {q["queue"]: q["unfinished_jobs"] for q in queue_stats}
+    backlog = {q.queue: q.unfinished_jobs for q in queue_stats}
     for q in backlog:
         per_queue.setdefault(q, 0)
     return {

@@ -54,7 +54,7 @@ class Forecaster:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.now = store.now_ms()
-        self._stats = {q["queue"]: q for q in store.queue_stats()}
+        self._stats = {q.queue: q for q in store.queue_stats()}
         counters = store.history_counters(self.now - drain.WINDOW_MS - drain.BUCKET_MS)
         self._drain = {q: drain.smoothed_rates(b, self.now).drain for q, b in counters.items()}
         self._classes = {rc.name: rc for rc in store.rate_classes()}
@@ -91,9 +91,9 @@ class Forecaster:
                 running[p.partition_key] = p.running
             self._partitions[name] = (waiting, running)
         waiting, running = self._partitions[name]
-        stats = self._stats.get(name, {})
-        return QueueInput(name, paused=bool(stats.get("paused")),
-                          weight=int(stats.get("weight") or 1), waiting=waiting,
+        stats = self._stats.get(name)
+        return QueueInput(name, paused=stats is not None and stats.paused,
+                          weight=stats.weight if stats is not None else 1, waiting=waiting,
                           running=running, ceiling=self._ceilings.get(name),
                           drain_per_s=self._drain.get(name, 0.0))
 
@@ -109,8 +109,8 @@ class Forecaster:
                         {n: rc.jobs_waiting for n, rc in self._classes.items()})
 
     def _has_backlog(self, queue: str) -> bool:
-        by_state = self._stats.get(queue, {}).get("by_state") or {}
-        return int(by_state.get("available", 0) or 0) > 0
+        stats = self._stats.get(queue)
+        return stats is not None and stats.by_state.get("available", 0) > 0
 
     def run_time(self, queue: str, kind: str | None) -> RunTime | None:
         """The kind's run time in this queue, else the kind's anywhere, else the

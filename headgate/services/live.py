@@ -110,8 +110,8 @@ class ForeignChanges:
         since = self.store.now_ms() // MINUTE_MS * MINUTE_MS - MINUTE_MS
         history = self.store.history_counters(since)
         return {
-            s["queue"]: ((tuple(sorted(s["by_state"].items())), s["paused"], s["weight"],
-                          s["max_unfinished_jobs"]), history.get(s["queue"], {}))
+            s.queue: ((tuple(sorted(s.by_state.items())), s.paused, s.weight,
+                       s.max_unfinished_jobs), history.get(s.queue, {}))
             for s in stats
         }
 

@@ -38,9 +38,12 @@ from headgate.core.records import (
     ConcurrencyLimit,
     DutyHolder,
     HeartbeatReply,
+    HistoryBucket,
     PartitionState,
     PruneReport,
     QuarantineEntry,
+    QueueExtras,
+    QueueStats,
     RateClassChange,
     RateClassState,
     RunningJob,
@@ -463,13 +466,15 @@ class Inspection(StoreBasics, Protocol):
     def counts(self, queue: str | None = None) -> dict[str, int]: ...
 
     @abstractmethod
-    def queue_stats(self) -> list[dict[str, Any]]: ...
+    def queue_stats(self) -> list[QueueStats]: ...
 
     @abstractmethod
     def partitions(self, queue: str) -> list[PartitionState]: ...
 
     @abstractmethod
-    def history(self, queue: str, since_ms: int, bucket_ms: int) -> list[dict[str, Any]]: ...
+    def history(self, queue: str, since_ms: int, bucket_ms: int) -> list[HistoryBucket]:
+        """The queue's minute buckets from `since_ms` on, merged into buckets of
+        `bucket_ms` (a multiple of the minute), oldest first."""
 
     @abstractmethod
     def history_counters(self, since_ms: int) -> dict[str, dict[int, tuple[int, ...]]]:
@@ -492,7 +497,7 @@ class Inspection(StoreBasics, Protocol):
         dry_run, error, created_at_ms, updated_at_ms, finished_at_ms}`."""
 
     @abstractmethod
-    def queue_extras(self) -> dict[str, dict[str, Any]]:
+    def queue_extras(self) -> dict[str, QueueExtras]:
         """Per queue: memory sample and quiet-group figures (bounded reads)."""
 
 

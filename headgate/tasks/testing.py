@@ -148,7 +148,7 @@ class TestSession:
         client = self.app.client
         assert isinstance(client, Client)  # the session took any http(s):// producer away
         fire_due_schedules(store, client=client)
-        queues = sorted(set(self.app.queues()) | {q["queue"] for q in store.queue_stats()})
+        queues = sorted(set(self.app.queues()) | {q.queue for q in store.queue_stats()})
         worker = Worker(store, queues=queues or ["default"], concurrency=self.concurrency,
                         worker_id="headgate-testing", poll_floor_ms=1, poll_ceiling_ms=10,
                         heartbeat_ms=200, drain_ms=1_000)

@@ -40,8 +40,8 @@ def expected(api: Api, queue: str) -> drain.Forecast:
     """What core/drain.py computes from the store's own history, at the store's now."""
     now = api.store.now_ms()
     counters = api.store.history_counters(now - drain.WINDOW_MS - drain.BUCKET_MS)
-    (q,) = [q for q in api.store.queue_stats() if q["queue"] == queue]
-    return drain.queue_forecast(q, counters.get(queue, {}), now)
+    (q,) = [q for q in api.store.queue_stats() if q.queue == queue]
+    return drain.queue_forecast(q.by_state, q.paused, counters.get(queue, {}), now)
 
 
 def api_queue(api: Api, queue: str) -> dict[str, Any]:

@@ -293,7 +293,7 @@ def _replay_controls(client: Any, urls: list[str], expect: dict[str, str]) -> se
 
 def _settings_snapshot(store: Any) -> Any:
     return (store.counts(),
-            [(q["queue"], q["paused"], q["weight"], q["max_unfinished_jobs"])
+            [(q.queue, q.paused, q.weight, q.max_unfinished_jobs)
              for q in store.queue_stats()],
             [(r.name, r.paused, r.limit_per_window) for r in store.rate_classes()],
             store.concurrency_limits(), store.quarantine_list(),

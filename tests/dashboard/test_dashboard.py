@@ -352,7 +352,7 @@ def test_sign_in_with_a_token_then_the_console_session_acts_on_the_api(
     ok = client.post("/api/v1/queues/q1/pause",
                      headers={"Idempotency-Key": "c", "X-Headgate-CSRF": csrf})
     assert ok.status_code == 204
-    assert next(q for q in store.queue_stats() if q["queue"] == "q1")["paused"]
+    assert next(q for q in store.queue_stats() if q.queue == "q1").paused
 
 
 def test_the_sign_in_page_opens_no_live_socket(store: Any, db: str) -> None:

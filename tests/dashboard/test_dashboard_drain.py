@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from headgate.core import drain
+from headgate.core.records import AdmissionRejections, HistoryBucket
 from headgate.dashboard import charts, present
 
 MIN = 60_000
@@ -31,6 +32,11 @@ def queue(unfinished: int, **by_state: int) -> dict[str, Any]:
     return {"queue": "q", "unfinished_jobs": unfinished, "by_state": states, "paused": False}
 
 
+def forecast_of(q: dict[str, Any], buckets: dict[int, tuple], now: int) -> drain.Forecast:
+    """drain.queue_forecast for one of these console rows."""
+    return drain.queue_forecast(q["by_state"], q["paused"], buckets, now)
+
+
 def test_a_steady_queue_reads_the_same_for_ten_seconds_across_a_minute_boundary() -> None:
     """16/min in and out with 4 waiting: "keeping up", every second from 5 s before a
     minute boundary to 5 s after it (the last-minute rates said growing, drains in 16m
@@ -39,7 +45,7 @@ def test_a_steady_queue_reads_the_same_for_ten_seconds_across_a_minute_boundary(
     for second in range(-5, 6):
         now = T0 + 20 * MIN + second * 1000
         buckets = recorded([16] * 16, [16] * 16, now)
-        f = drain.queue_forecast(queue(4, available=4), buckets, now)
+        f = forecast_of(queue(4, available=4), buckets, now)
         assert f.trend == "steady", (second, f)
         assert abs(f.arrival * 60 - 16) < 1.5 and abs(f.drain * 60 - 16) < 1.5
         words.add(present.time_to_drain({**queue(4, available=4), "forecast": f})[0])
@@ -50,7 +56,7 @@ def test_a_burst_of_unequal_minutes_stays_steady() -> None:
     """Completions arrive in lumps (12, 20, 12, 20 …) around arrivals of 16: still steady."""
     now = T0 + 20 * MIN + 30_000
     buckets = recorded([16] * 16, [12, 20] * 8, now)
-    assert drain.queue_forecast(queue(6, available=6), buckets, now).trend == "steady"
+    assert forecast_of(queue(6, available=6), buckets, now).trend == "steady"
 
 
 def test_a_queue_emptying_counts_down_then_says_empty() -> None:
@@ -59,12 +65,12 @@ def test_a_queue_emptying_counts_down_then_says_empty() -> None:
     now = T0 + 20 * MIN + 10_000
     arrivals = [30] * 11 + [0] * 5
     buckets = recorded(arrivals, [30] * 16, now)
-    f = drain.queue_forecast(queue(60, available=60), buckets, now)
+    f = forecast_of(queue(60, available=60), buckets, now)
     assert f.trend == "draining"
     assert 90_000 <= f.ttd_ms <= 240_000, f
-    later = drain.queue_forecast(queue(20, available=20), buckets, now)
+    later = forecast_of(queue(20, available=20), buckets, now)
     assert later.trend == "draining" and later.ttd_ms < f.ttd_ms
-    done = drain.queue_forecast(queue(0), buckets, now)
+    done = forecast_of(queue(0), buckets, now)
     assert done.trend == "empty" and done.ttd_ms == 0
     assert present.time_to_drain({**queue(0), "forecast": done})[:2] == ("empty", "idle")
 
@@ -75,7 +81,7 @@ def test_a_queue_with_only_dead_letters_is_empty_with_no_bar() -> None:
     q = queue(0, archived=2, completed=471)
     now = T0 + 20 * MIN
     buckets = recorded([16] * 16, [16] * 16, now)
-    f = drain.queue_forecast(q, buckets, now)
+    f = forecast_of(q, buckets, now)
     assert f.trend == "empty"
     assert present.time_to_drain({**q, "forecast": f})[0] == "empty"
     assert charts.depth_segments(q["by_state"], 0) == []
@@ -85,7 +91,7 @@ def test_a_queue_with_only_dead_letters_is_empty_with_no_bar() -> None:
 def test_arrivals_outpacing_drain_is_growing() -> None:
     now = T0 + 20 * MIN + 30_000
     buckets = recorded([30] * 16, [10] * 16, now)
-    f = drain.queue_forecast(queue(100, available=100), buckets, now)
+    f = forecast_of(queue(100, available=100), buckets, now)
     assert f.trend == "growing" and f.ttd_ms is None
     words, tone, trend = present.time_to_drain({**queue(100, available=100), "forecast": f})
     assert (words, tone) == ("growing", "warn") and trend.startswith("↑ 20.")
@@ -102,7 +108,7 @@ def test_a_young_queue_is_not_averaged_with_minutes_it_never_had() -> None:
 def test_nothing_finished_lately_is_not_draining() -> None:
     now = T0 + 20 * MIN
     buckets = recorded([5] * 16, [0] * 16, now)
-    f = drain.queue_forecast(queue(40, available=40), buckets, now)
+    f = forecast_of(queue(40, available=40), buckets, now)
     assert f.trend == "stalled"
     assert present.time_to_drain({**queue(40), "forecast": f})[:2] == ("not draining", "bad")
     assert drain.forecast(5, drain.Rates(1, 1), paused=True).trend == "paused"
@@ -128,12 +134,12 @@ def test_work_that_is_not_due_is_not_backlog() -> None:
     now = T0 + 20 * MIN
     buckets = recorded([15] * 16, [0] * 16, now)
     later = queue(5, scheduled=5)
-    f = drain.queue_forecast(later, buckets, now)
+    f = forecast_of(later, buckets, now)
     assert f.trend == "empty"
     assert present.time_to_drain({**later, "forecast": f}) == (
         "nothing due now", "idle", "5 scheduled later")
     held = queue(3, pending=3)
-    f = drain.queue_forecast(held, buckets, now)
+    f = forecast_of(held, buckets, now)
     assert present.time_to_drain({**held, "forecast": f})[:2] == ("held", "idle")
 
 
@@ -142,10 +148,9 @@ def test_rejection_bars_are_drawn_against_their_own_axis() -> None:
     strip to 12,484 / 20k of its height, and the strip's axis says 20k (the bar was
     drawn at ~125 on the lines' 0–500 axis)."""
     now = T0 + 10 * MIN
-    rows = [{"at_ms": T0 + i * MIN, "arrived": 500 if i == 3 else 10, "completed": 10,
-             "failed": 0, "admission_rejections": {
-                 "rate_class": 12_484 if i == 5 else 0, "concurrency_limit": 0,
-                 "quarantine": 0}} for i in range(11)]
+    rows = [HistoryBucket(T0 + i * MIN, arrived=500 if i == 3 else 10, completed=10,
+                          admission_rejections=AdmissionRejections(
+                              rate_class=12_484 if i == 5 else 0)) for i in range(11)]
     chart = charts.history_chart(rows, T0, now, MIN)
     [bar] = chart.bars
     band = chart.rej_bottom - chart.rej_top
@@ -162,8 +167,6 @@ def test_overview_throughput_sums_every_queue_per_minute() -> None:
     counters = {"a": {T0: (3, 2, 1, 5, 0, 0)}, "b": {T0: (1, 1, 0, 0, 2, 0),
                                                      T0 + MIN: (4, 0, 0, 0, 0, 1)}}
     assert charts.throughput(counters) == [
-        {"at_ms": T0, "arrived": 4, "completed": 3, "failed": 1,
-         "admission_rejections": {"rate_class": 5, "concurrency_limit": 2, "quarantine": 0}},
-        {"at_ms": T0 + MIN, "arrived": 4, "completed": 0, "failed": 0,
-         "admission_rejections": {"rate_class": 0, "concurrency_limit": 0, "quarantine": 1}},
+        HistoryBucket(T0, 4, 3, 1, None, AdmissionRejections(5, 2, 0)),
+        HistoryBucket(T0 + MIN, 4, 0, 0, None, AdmissionRejections(0, 0, 1)),
     ]

@@ -499,8 +499,8 @@ def test_history_duty_records_queue_depth_from_counters(store: Store) -> None:
         wait_for(lambda: runner.stats["history"].runs >= 1, 3)
     finally:
         runner.stop()
-    assert store.history("deep", since, 60_000)[-1]["depth"] == 3
-    assert store.history("shallow", since, 60_000)[-1]["depth"] == 0
+    assert store.history("deep", since, 60_000)[-1].depth == 3
+    assert store.history("shallow", since, 60_000)[-1].depth == 0
 
 
 def test_scheduler_duty_fires_schedules_with_the_runner_client(store: Store) -> None:

@@ -86,4 +86,4 @@ def test_buckets_past_the_horizon_are_deleted_and_recent_ones_kept(api: Api) -> 
     buckets = api.get("/system/storage").json()["buckets"]
     for table in ("history", "latency"):
         assert buckets[table] == {"rows": 1, "expired": 0, "oldest_bucket_ms": recent}
-    assert [b["at_ms"] for b in api.store.history("q", 0)] == [recent]
+    assert [b.at_ms for b in api.store.history("q", 0)] == [recent]

@@ -275,8 +275,8 @@ def test_reads_that_need_the_clock_hold_one_connection(pg_url: str) -> None:
     try:
         Client(store).enqueue("k", b"", queue="q")
         started = time.monotonic()
-        assert [q["queue"] for q in store.queue_stats()] == ["q"]
-        assert store.queue_extras()["q"]["noisy_partitions"] == 0
+        assert [q.queue for q in store.queue_stats()] == ["q"]
+        assert store.queue_extras()["q"].noisy_partitions == 0
         assert store.list_workers(60_000) == []
         assert store.rate_classes() == []
         assert len(store.list_jobs(headgate.JobFilter(queue="q")).jobs) == 1

@@ -370,7 +370,7 @@ def test_combined_call_reports_every_kind_of_lost_lease(pg_url: str) -> None:
         assert job.lease_expires_at_ms is None and job.errors == []
         assert job.finalized_at_ms is not None
         assert store.get_result(current.job.id).bytes == b"out"
-        completed = sum(b["completed"] for b in store.history("lq", 0, 60_000))
+        completed = sum(b.completed for b in store.history("lq", 0, 60_000))
         assert completed == 2  # the single ack and the one current success
         assert store.counts("lq")["completed"] == 2
         assert store.counts("lq")["running"] == 3
@@ -401,11 +401,11 @@ def test_plain_success_effects_match_the_lifecycle(pg_url: str) -> None:
         assert (result.bytes, result.schema_version) == (b"r", 3)
         assert store.get_job(gone.job.id) is None
         assert store.counts("gone").get("running", 0) == 0
-        assert sum(b["completed"] for b in store.history("gone", 0, 60_000)) == 1
+        assert sum(b.completed for b in store.history("gone", 0, 60_000)) == 1
         # The same acks again: both lost, nothing written.
         assert store.ack_many([AckRequest(kept, "success"), AckRequest(gone, "success")]) \
             == sorted([kept.job.id, gone.job.id])
-        assert sum(b["completed"] for b in store.history("kept", 0, 60_000)) == 1
+        assert sum(b.completed for b in store.history("kept", 0, 60_000)) == 1
     finally:
         store.close()
 
@@ -527,8 +527,8 @@ def test_the_oldest_age_readers_still_walk_jobs_available_age(pg_url: str) -> No
         read = jobs_index_reads_since(store, before)
     finally:
         store.close()
-    assert (info["noisy_partitions"], info["quiet_exact"]) == (1, False)
-    assert info["quiet_oldest_available_ms"] is not None
+    assert (info.noisy_partitions, info.quiet_exact) == (1, False)
+    assert info.quiet_oldest_available_ms is not None
     # the scan's oldest QUIET_OLDEST_SCAN, through the index, not all 20,001
     assert 0 < read["jobs_available_age"] <= 2_100, read
 

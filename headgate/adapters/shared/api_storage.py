@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from headgate.core import Duplicate, Envelope, StoreUnavailable
 from headgate.core.envelope import check_int, check_text
+from headgate.core.records import QueueExtras
 from headgate.store.port import Answer, IdempotentWrite, KeyedEnqueue
 
 from . import idempotency, operations, queue_admin
@@ -99,7 +100,7 @@ class ApiStorageMixin:
                 queue_admin.record(conn, now, measured)
         return len(measured)
 
-    def queue_extras(self) -> dict[str, dict[str, Any]]:
+    def queue_extras(self) -> dict[str, QueueExtras]:
         with self.db.read_with_clock() as (conn, now):
             return queue_admin.extras(conn, now)
 

@@ -14,9 +14,12 @@ from headgate.core import STORED_STATES, UNFINISHED, Job, State
 from headgate.core.errors import InvalidInput
 from headgate.core.job import Blob, Progress
 from headgate.core.records import (
+    AdmissionRejections,
     ConcurrencyLimit,
+    HistoryBucket,
     PartitionState,
     QuarantineEntry,
+    QueueStats,
     RateClassState,
     RunningJob,
     WorkerRecord,
@@ -96,7 +99,7 @@ def _rates(conn: Connection, now: int) -> dict[str, dict[str, float]]:
     return rates
 
 
-def queue_stats(conn: Connection, now: int) -> list[dict[str, Any]]:
+def queue_stats(conn: Connection, now: int) -> list[QueueStats]:
     by_queue: dict[str, dict[str, int]] = defaultdict(dict)
     for queue, state, n in conn.execute(QUEUE_COUNTS):
         by_queue[queue][state] = n
@@ -114,18 +117,12 @@ def queue_stats(conn: Connection, now: int) -> list[dict[str, Any]]:
             ttd = int(backlog / (drain - arrival) * 1000)
         else:
             ttd = None
-        out.append({
-            "queue": name,
-            "weight": weight,
-            "paused": bool(paused),
-            "max_unfinished_jobs": limit,
-            "unfinished_jobs": unfinished,
-            "by_state": states,
-            "arrival_rate": arrival,
-            "drain_rate": drain,
-            "time_to_drain_ms": ttd,
-            "oldest_available_ms": None if oldest is None else max(0, now - oldest),
-        })
+        out.append(QueueStats(
+            queue=name, weight=weight, paused=bool(paused), max_unfinished_jobs=limit,
+            unfinished_jobs=unfinished, by_state=states, arrival_rate=arrival,
+            drain_rate=drain, time_to_drain_ms=ttd,
+            oldest_available_ms=None if oldest is None else max(0, now - oldest),
+        ))
     return out
 
 
@@ -157,27 +154,22 @@ def quarantine_list(conn: Connection) -> list[QuarantineEntry]:
 
 def history(
     conn: Connection, queue: str, since_ms: int, bucket_ms: int
-) -> list[dict[str, Any]]:
+) -> list[HistoryBucket]:
+    """The minute buckets merged into buckets of `bucket_ms`: counters summed, the
+    latest depth kept."""
     if (isinstance(bucket_ms, bool) or not isinstance(bucket_ms, int)
             or bucket_ms < HISTORY_BUCKET_MS):
         raise InvalidInput(f"bucket_ms must be an integer >= {HISTORY_BUCKET_MS}")
-    merged: dict[int, dict[str, Any]] = {}
+    # at -> [arrived, completed, failed, depth, rate_class, concurrency_limit, quarantine]
+    merged: dict[int, list[Any]] = {}
     for row in conn.execute(QUEUE_HISTORY, (queue, since_ms)):
-        at = row[0] - row[0] % bucket_ms
-        b = merged.setdefault(at, {
-            "at_ms": at, "arrived": 0, "completed": 0, "failed": 0, "depth": None,
-            "admission_rejections": {"rate_class": 0, "concurrency_limit": 0, "quarantine": 0},
-        })
-        b["arrived"] += row[1]
-        b["completed"] += row[2]
-        b["failed"] += row[3]
+        b = merged.setdefault(row[0] - row[0] % bucket_ms, [0, 0, 0, None, 0, 0, 0])
+        for i in (0, 1, 2, 4, 5, 6):
+            b[i] += row[i + 1]
         if row[4] is not None:
-            b["depth"] = row[4]
-        rej = b["admission_rejections"]
-        rej["rate_class"] += row[5]
-        rej["concurrency_limit"] += row[6]
-        rej["quarantine"] += row[7]
-    return list(merged.values())
+            b[3] = row[4]
+    return [HistoryBucket(at, b[0], b[1], b[2], b[3], AdmissionRejections(b[4], b[5], b[6]))
+            for at, b in merged.items()]
 
 
 def history_counters(conn: Connection, since_ms: int) -> dict[str, dict[int, tuple[int, ...]]]:

@@ -7,9 +7,11 @@ and the partition figures read at most a fixed number of counter rows.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from headgate.core.envelope import check_int
+from headgate.core.records import QueueExtras
 
 from .queries import load
 
@@ -55,35 +57,29 @@ def record(conn: Any, now: int, measured: dict[str, tuple[int, int]]) -> None:
         conn.execute(RECORD_MEMORY, (queue, size, sampled, now))
 
 
-def extras(conn: Any, now: int) -> dict[str, dict[str, Any]]:
+def extras(conn: Any, now: int) -> dict[str, QueueExtras]:
     """Per queue: the memory sample and the quiet-groups figures.
 
     A partition is *noisy* when it holds more than half of the queue's available jobs
     while another partition is waiting too. Without it, the quiet group is the whole
     queue. With it, the oldest available job outside that partition is looked for among
     the QUIET_OLDEST_SCAN oldest of the queue; rates per partition are not kept, so the
-    quiet group's rates are unknown (None) and the figures are marked approximate."""
+    quiet group's rates are unknown and the figures are marked approximate."""
     memory = {
         q: (b, at) for q, b, at in conn.execute(MEMORY_SAMPLES).fetchall()
     }
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, QueueExtras] = {}
     for (queue,) in conn.execute(QUEUE_NAMES).fetchall():
         mem = memory.get(queue)
-        info: dict[str, Any] = {
-            "memory_bytes": mem[0] if mem else None,
-            "memory_sampled_at_ms": mem[1] if mem else None,
-            "noisy_partitions": 0,
-            "quiet_oldest_available_ms": None,
-            "quiet_exact": True,
-        }
+        sampled = QueueExtras(memory_bytes=mem[0], memory_sampled_at_ms=mem[1]) if mem \
+            else QueueExtras()
         waiting_parts, top = conn.execute(WAITING_PARTITIONS, (queue, PARTITION_SCAN)).fetchone()
         available = int(conn.execute(QUEUE_AVAILABLE, (queue,)).fetchone()[0])
         if waiting_parts >= 2 and top * 2 > available:
             noisy = conn.execute(PARTITION_HOLDING, (queue, top)).fetchone()[0]
-            info["noisy_partitions"] = 1
-            info["quiet_exact"] = False
             oldest = conn.execute(QUIET_OLDEST, (queue, QUIET_OLDEST_SCAN, noisy)).fetchone()[0]
-            if oldest is not None:
-                info["quiet_oldest_available_ms"] = max(0, now - int(oldest))
-        out[queue] = info
+            sampled = replace(sampled, noisy_partitions=1, quiet_exact=False,
+                              quiet_oldest_available_ms=None if oldest is None
+                              else max(0, now - int(oldest)))
+        out[queue] = sampled
     return out

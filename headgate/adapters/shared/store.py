@@ -26,9 +26,11 @@ from headgate.core.records import (
     ConcurrencyLimit,
     DutyHolder,
     HeartbeatReply,
+    HistoryBucket,
     OrphanSweep,
     PartitionState,
     QuarantineEntry,
+    QueueStats,
     RateClassChange,
     RateClassState,
     RunningJob,
@@ -384,7 +386,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
         with self.db.read() as conn:
             return inspection.counts(conn, queue)
 
-    def queue_stats(self) -> list[dict[str, Any]]:
+    def queue_stats(self) -> list[QueueStats]:
         with self.db.read_with_clock() as (conn, now):
             return inspection.queue_stats(conn, now)
 
@@ -395,7 +397,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
 
     def history(
         self, queue: str, since_ms: int, bucket_ms: int = HISTORY_BUCKET_MS
-    ) -> list[dict[str, Any]]:
+    ) -> list[HistoryBucket]:
         with self.db.read() as conn:
             return inspection.history(conn, queue, since_ms, bucket_ms)
 

@@ -10,7 +10,13 @@ from .policy import (
     RateClassChange,
     RateClassState,
 )
-from .queues import PartitionState
+from .queues import (
+    AdmissionRejections,
+    HistoryBucket,
+    PartitionState,
+    QueueExtras,
+    QueueStats,
+)
 from .upkeep import (
     BucketCounts,
     DutyHolder,
@@ -21,7 +27,7 @@ from .upkeep import (
 )
 from .workers import HeartbeatReply, RunningJob, WorkerBeat, WorkerRecord
 
-__all__ = ["AdaptiveState", "BucketCounts", "ConcurrencyLimit", "DutyHolder", "HeartbeatReply",
-           "OrphanSweep", "PartitionState", "PruneReport", "QuarantineEntry", "RateClassChange",
-           "RateClassState", "RunningJob", "TransactionHorizon", "UniqueKeyCounts", "WorkerBeat",
-           "WorkerRecord"]
+__all__ = ["AdaptiveState", "AdmissionRejections", "BucketCounts", "ConcurrencyLimit", "DutyHolder",
+           "HeartbeatReply", "HistoryBucket", "OrphanSweep", "PartitionState", "PruneReport",
+           "QuarantineEntry", "QueueExtras", "QueueStats", "RateClassChange", "RateClassState",
+           "RunningJob", "TransactionHorizon", "UniqueKeyCounts", "WorkerBeat", "WorkerRecord"]

@@ -9,6 +9,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import asdict
 
 import pytest
 
@@ -36,7 +37,7 @@ def state_of(store: Store, job_id: str) -> State | None:
 def rejections(store: Store, queue: str = Q) -> dict[str, int]:
     total: Counter[str] = Counter()
     for bucket in store.history(queue, 0, 60_000):
-        total.update(bucket["admission_rejections"])
+        total.update(asdict(bucket.admission_rejections))
     return dict(total)
 
 
@@ -471,7 +472,7 @@ def test_rejections_are_counted_per_policy(
     assert got["rate_class"] == 1
     assert got["concurrency_limit"] == 1
     history = store.history(Q, 0, 60_000)
-    assert history and set(history[-1]["admission_rejections"]) == {
+    assert history and set(asdict(history[-1].admission_rejections)) == {
         "rate_class", "concurrency_limit", "quarantine"}
 
 
@@ -482,11 +483,11 @@ def test_rejections_count_jobs_held_back_not_polls(store: Store) -> None:
     enqueue_n(store, 3, rate_class="smtp")
     for _ in range(20):
         assert store.admit("w", [Q], capacity=10) == []
-    per_minute = [b["admission_rejections"]["rate_class"] for b in store.history(Q, 0, 60_000)]
+    per_minute = [b.admission_rejections.rate_class for b in store.history(Q, 0, 60_000)]
     assert max(per_minute) == 3 and set(per_minute) <= {0, 3}
     enqueue_n(store, 2, rate_class="smtp")  # more held back: the minute's figure grows
     store.admit("w", [Q], capacity=10)
-    assert max(b["admission_rejections"]["rate_class"]
+    assert max(b.admission_rejections.rate_class
                for b in store.history(Q, 0, 60_000)) == 5
 
 

@@ -117,7 +117,7 @@ def test_an_empty_queue_is_deleted_a_busy_one_only_by_force(store: Store,
     store.ack(claim, Outcome.SUCCESS)
     store.delete_job(claim.job.id)
     assert store.delete_queue("empty") is None
-    assert "empty" not in [s["queue"] for s in store.queue_stats()]
+    assert "empty" not in [s.queue for s in store.queue_stats()]
     with pytest.raises(NotFound):
         store.delete_queue("empty")
     for i in range(4):
@@ -127,11 +127,11 @@ def test_an_empty_queue_is_deleted_a_busy_one_only_by_force(store: Store,
     op_id = store.delete_queue("busy", force=True)
     assert op_id is not None
     assert store.delete_queue("busy", force=True) == op_id  # one operation per queue
-    (busy,) = [s for s in store.queue_stats() if s["queue"] == "busy"]
-    assert busy["paused"] is True and busy["max_unfinished_jobs"] == 0  # intake stopped
+    (busy,) = [s for s in store.queue_stats() if s.queue == "busy"]
+    assert busy.paused is True and busy.max_unfinished_jobs == 0  # intake stopped
     drain_operations(store)
     assert store.get_operation(op_id)["status"] == "done"  # type: ignore[index]
-    assert "busy" not in [s["queue"] for s in store.queue_stats()]
+    assert "busy" not in [s.queue for s in store.queue_stats()]
 
 
 def test_an_idempotency_key_is_claimed_once_then_replays(store: Store) -> None:

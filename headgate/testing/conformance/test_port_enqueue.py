@@ -42,7 +42,7 @@ def test_same_id_same_content_is_an_idempotent_replay(store: Store, client: Clie
     assert job_count(store) == 1 and store.counts("mail")["available"] == 1
     assert stored_job(store, first, payload=True) == before  # no rewrite
     history = store.history("mail", 0, 60_000)
-    assert sum(b["arrived"] for b in history) == 1  # no second arrival
+    assert sum(b.arrived for b in history) == 1  # no second arrival
 
 
 def test_same_id_replays_even_after_the_job_ran(store: Store, client: Client) -> None:

@@ -36,7 +36,7 @@ def test_envelope_constructor_defaults_are_the_field_defaults() -> None:
 def test_single_enqueue_creates_its_queue_and_is_idempotent_by_id(store: Store) -> None:
     client = Client(store)
     job_id = client.enqueue("k", b"x", queue="brand-new")
-    assert "brand-new" in {q["queue"] for q in store.queue_stats()}
+    assert "brand-new" in {q.queue for q in store.queue_stats()}
     assert client.enqueue("k", b"x", queue="brand-new", id=job_id) == job_id
     assert store.counts("brand-new")["available"] == 1
 

@@ -138,22 +138,22 @@ def test_queue_stats_report_settings_states_and_oldest_wait(store: Store,
     store.set_queue_paused("idle", True)
     (claim, *_) = admit_all(store, "busy", 1)
     store.ack(claim, Outcome.SUCCESS)
-    stats = {s["queue"]: s for s in store.queue_stats()}
+    stats = {s.queue: s for s in store.queue_stats()}
     busy, idle = stats["busy"], stats["idle"]
-    assert (busy["weight"], busy["paused"], busy["max_unfinished_jobs"]) == (3, False, 50)
-    assert busy["by_state"]["available"] == 2 and busy["by_state"]["completed"] == 1
-    assert busy["unfinished_jobs"] == 2
-    assert busy["oldest_available_ms"] is not None and busy["oldest_available_ms"] >= 0
-    assert idle["paused"] is True and idle["unfinished_jobs"] == 1
-    assert idle["max_unfinished_jobs"] is None
+    assert (busy.weight, busy.paused, busy.max_unfinished_jobs) == (3, False, 50)
+    assert busy.by_state["available"] == 2 and busy.by_state["completed"] == 1
+    assert busy.unfinished_jobs == 2
+    assert busy.oldest_available_ms is not None and busy.oldest_available_ms >= 0
+    assert idle.paused is True and idle.unfinished_jobs == 1
+    assert idle.max_unfinished_jobs is None
 
 
 def test_an_empty_queue_drains_in_no_time(store: Store, client: Client) -> None:
     client.enqueue("k", b"", queue="q")
     (claim,) = admit_all(store, "q")
     store.ack(claim, Outcome.SUCCESS)
-    (q,) = [s for s in store.queue_stats() if s["queue"] == "q"]
-    assert (q["unfinished_jobs"], q["time_to_drain_ms"], q["oldest_available_ms"]) == (
+    (q,) = [s for s in store.queue_stats() if s.queue == "q"]
+    assert (q.unfinished_jobs, q.time_to_drain_ms, q.oldest_available_ms) == (
         0, 0, None)
 
 
@@ -185,10 +185,10 @@ def test_history_counts_arrivals_completions_and_failures(store: Store,
         store.ack(c, Outcome.SUCCESS)
     store.ack(claims[3], Outcome.RETRY, error="boom")  # last attempt: archived
     buckets = store.history("h", since, 60_000)
-    assert sum(b["arrived"] for b in buckets) == 5
-    assert sum(b["completed"] for b in buckets) == 3
-    assert sum(b["failed"] for b in buckets) == 1
-    assert all(b["at_ms"] % HISTORY_BUCKET_MS == 0 for b in buckets)
+    assert sum(b.arrived for b in buckets) == 5
+    assert sum(b.completed for b in buckets) == 3
+    assert sum(b.failed for b in buckets) == 1
+    assert all(b.at_ms % HISTORY_BUCKET_MS == 0 for b in buckets)
     totals = store.history_counters(since)
     arrived = sum(v[0] for v in totals["h"].values())
     completed = sum(v[1] for v in totals["h"].values())
@@ -205,7 +205,7 @@ def test_record_queue_depths_writes_the_unfinished_count(store: Store,
     (claim, *_) = admit_all(store, "deep", 1)
     store.ack(claim, Outcome.SUCCESS)
     assert store.record_queue_depths() >= 1
-    assert store.history("deep", since, 60_000)[-1]["depth"] == 3
+    assert store.history("deep", since, 60_000)[-1].depth == 3
 
 
 def test_latency_histograms_count_each_admit_and_finish(store: Store,
@@ -231,13 +231,14 @@ def test_queue_memory_is_sampled_least_recent_first_and_reported(store: Store,
                          for _ in range(5)])
     client.enqueue("k", b"", queue="small")
     extras = store.queue_extras()
-    assert extras["big"]["memory_bytes"] is None  # never sampled yet
+    assert extras["big"].memory_bytes is None  # never sampled yet
     assert store.sample_queue_memory(limit=1) == 1
     assert store.sample_queue_memory(limit=1) == 1  # the other queue's turn
     extras = store.queue_extras()
     big, small = extras["big"], extras["small"]
-    assert big["memory_bytes"] >= 5 * 2_000 > small["memory_bytes"] > 0
-    assert big["memory_sampled_at_ms"] is not None
+    assert big.memory_bytes is not None and small.memory_bytes is not None
+    assert big.memory_bytes >= 5 * 2_000 > small.memory_bytes > 0
+    assert big.memory_sampled_at_ms is not None
     with pytest.raises(InvalidInput):
         store.sample_queue_memory(limit=0)
 
@@ -250,10 +251,10 @@ def test_a_noisy_partition_is_told_apart_from_the_quiet_group(store: Store,
     client.enqueue("k", b"even", queue="even", partition_key="a")
     client.enqueue("k", b"even", queue="even", partition_key="b")
     extras = store.queue_extras()
-    assert (extras["even"]["noisy_partitions"], extras["even"]["quiet_exact"]) == (0, True)
+    assert (extras["even"].noisy_partitions, extras["even"].quiet_exact) == (0, True)
     info = extras["q"]
-    assert (info["noisy_partitions"], info["quiet_exact"]) == (1, False)
-    assert info["quiet_oldest_available_ms"] is not None
+    assert (info.noisy_partitions, info.quiet_exact) == (1, False)
+    assert info.quiet_oldest_available_ms is not None
     job = store.get_job(quiet)
     assert job is not None
-    assert info["quiet_oldest_available_ms"] <= store.now_ms() - job.enqueued_at_ms + 1
+    assert info.quiet_oldest_available_ms <= store.now_ms() - job.enqueued_at_ms + 1
