@@ -90,7 +90,7 @@ def store_hostile(store: Any) -> dict[str, str]:
     assert store.get_job(crash).state is headgate.State.QUARANTINED
     op = store.create_operation("cancel", {"queue": hostile(21)}, dry_run=True)
     return {"job": job, "done": done, "odd": odd, "queue": queue, "schedule": schedule,
-            "op": op["id"]}
+            "op": op.id}
 
 
 @pytest.fixture(scope="module")

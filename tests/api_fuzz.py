@@ -161,7 +161,7 @@ def seed(store: Store) -> dict[str, list[str]]:
     store.heartbeat(WorkerBeat(f"w-{tag}", host="fuzz", queues=(queue,), concurrency=1))
     op = store.create_operation("retry", {"queue": queue}, dry_run=True)
     return {"job_id": ids, "queue": [queue, f"work-{tag}"], "schedule_id": [f"fuzz-{tag}"],
-            "name": [f"rc-{tag}", f"cl-{tag}"], "op_id": [op["id"]],
+            "name": [f"rc-{tag}", f"cl-{tag}"], "op_id": [op.id],
             "worker_id": [f"w-{tag}"], "kind": ["fuzz.worked", "fuzz.pending"],
             "fingerprint": [quarantine(store, f"fuzz.crash.{tag}")]}
 
@@ -209,7 +209,7 @@ def snapshot(store: Store, path_params: dict[str, Any]) -> dict[str, Any]:
         "quarantine": sorted(repr(q) for q in store.quarantine_list()),
         "signals": sorted((w.worker_id, w.pending_signal)
                           for w in store.list_workers(3_600_000)),
-        "audit": [e["id"] for e in store.list_audit(limit=1)],
+        "audit": [e.id for e in store.list_audit(limit=1)],
         "job": None if job is None else (job.state, job.payload, job.scheduled_at_ms,
                                          job.fingerprint, job.schema_version, job.attempt),
     }
@@ -238,7 +238,7 @@ class Driver:
                 break
         for op_id in list(self.operations):
             op = self.store.get_operation(op_id)
-            if op is None or op["status"] in ("done", "failed"):
+            if op is None or op.status in ("done", "failed"):
                 self.operations.discard(op_id)
             else:
                 self.report.pending_operations[op_id] = repr(op)

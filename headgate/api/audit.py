@@ -19,7 +19,7 @@ from typing import Any
 
 import flask
 
-from headgate.core.records import RateClassState
+from headgate.core.records import AuditEntry, RateClassState
 
 from .blueprint import bp, json_response
 from .context import api_state, caller, store
@@ -329,9 +329,10 @@ def _record(response: flask.Response) -> flask.Response:
     return response
 
 
-def entry_json(e: dict[str, Any]) -> dict[str, Any]:
-    return {k: e[k] for k in ("id", "at_ms", "actor", "action", "target", "status",
-                              "outcome", "detail")}
+def entry_json(e: AuditEntry) -> dict[str, Any]:
+    return {"id": e.id, "at_ms": e.at_ms, "actor": e.actor, "action": e.action,
+            "target": e.target, "status": e.status, "outcome": e.outcome,
+            "detail": dict(e.detail)}
 
 
 @bp.get("/audit")
@@ -349,6 +350,6 @@ def audit() -> flask.Response:
         target_prefix=p["target_prefix"] or None,
         since_ms=None if since is None else max(since, 0), cursor=p["cursor"],
         limit=p["limit"])
-    next_cursor = entries[-1]["id"] if len(entries) == p["limit"] else None
+    next_cursor = entries[-1].id if len(entries) == p["limit"] else None
     return json_response({"entries": [entry_json(e) for e in entries],
                           "next_cursor": next_cursor})

@@ -11,6 +11,8 @@ from typing import Any
 
 import flask
 
+from headgate.core.records import Operation
+
 from .blueprint import bp, json_response
 from .context import api_state, store
 from .errors import ApiError
@@ -25,21 +27,21 @@ SELECTOR_FIELDS = (
 )
 
 
-def operation_json(op: dict[str, Any]) -> dict[str, Any]:
+def operation_json(op: Operation) -> dict[str, Any]:
     """The operation body (id, status, affected, total_estimated, dry_run,
     error) plus what the dashboard shows beside it."""
     return {
-        "id": op["id"],
-        "status": op["status"],
-        "affected": op["affected"],
-        "total_estimated": op["total_estimated"],
-        "dry_run": op["dry_run"],
-        "error": op["error"],
-        "action": op["action"],
-        "selector": op["selector"],
-        "total_capped": op["total_capped"],
-        "created_at_ms": op["created_at_ms"],
-        "finished_at_ms": op["finished_at_ms"],
+        "id": op.id,
+        "status": op.status,
+        "affected": op.affected,
+        "total_estimated": op.total_estimated,
+        "dry_run": op.dry_run,
+        "error": op.error,
+        "action": op.action,
+        "selector": dict(op.selector),
+        "total_capped": op.total_capped,
+        "created_at_ms": op.created_at_ms,
+        "finished_at_ms": op.finished_at_ms,
     }
 
 
@@ -55,7 +57,7 @@ def bulk() -> flask.Response:
         raise ApiError(400, "operator_archive is not in the transition table")
     selector = {k: v for k, v in b["selector"].items() if v is not None}
     op = store().create_operation(b["action"], selector, b["dry_run"])
-    if not op["dry_run"]:
+    if not op.dry_run:
         wake_runner()
     return json_response(operation_json(op), 202)
 

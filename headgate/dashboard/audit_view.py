@@ -1,11 +1,15 @@
 """How the console shows audit log entries: a link for the target, one line for the
-detail. Entries are the store's dicts (`Store.list_audit`); nothing here reads more."""
+detail. Entries are the store's records (`Store.list_audit`); nothing here reads more."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 
 import flask
+
+from headgate.core.records import AuditEntry
 
 PAGE_SIZE = 50
 # The actions the page's filter offers (any other can still be typed into the URL).
@@ -49,22 +53,22 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def _values(d: dict[str, Any]) -> str:
+def _values(d: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {_show(v)}" for k, v in d.items()
                      if v is not None and k != "before")
 
 
-def _changes(before: dict[str, Any], after: dict[str, Any]) -> str:
+def _changes(before: dict[str, Any], after: Mapping[str, Any]) -> str:
     """Only what changed: `limit 20 → 33`."""
     changed = [f"{k} {_show(before.get(k))} → {_show(v)}" for k, v in after.items()
                if k != "before" and before.get(k) != v]
     return ", ".join(changed) or "no change"
 
 
-def summary(entry: dict[str, Any]) -> str:
+def summary(entry: AuditEntry) -> str:
     """One line saying what changed, from the entry's detail."""
-    d: dict[str, Any] = entry.get("detail") or {}
-    action = entry["action"]
+    d = entry.detail
+    action = entry.action
     if action.startswith("bulk."):
         selector = " ".join(f"{k}={v}" for k, v in (d.get("selector") or {}).items())
         estimate = d.get("total_estimated")
@@ -82,6 +86,8 @@ def summary(entry: dict[str, Any]) -> str:
     return _values(d)
 
 
-def rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**e, "href": target_href(e["target"]), "summary": summary(e),
-             "operation": (e.get("detail") or {}).get("operation_id")} for e in entries]
+def rows(entries: list[AuditEntry]) -> list[dict[str, Any]]:
+    """What a row of the log shows: the entry's fields, its target's page, a line
+    saying what changed, and the bulk operation it started (if any)."""
+    return [{**asdict(e), "href": target_href(e.target), "summary": summary(e),
+             "operation": e.detail.get("operation_id")} for e in entries]

@@ -21,7 +21,13 @@ from werkzeug.wrappers import Response as BaseResponse  # what flask.redirect re
 from headgate.core import HeadgateError, Job, JobFilter, JobPage, State, drain, names
 from headgate.core.adaptive import HISTORY_SHOWN_MS
 from headgate.core.latency import summaries, window_start
-from headgate.core.records import PartitionState, QueueStats, RunningJob, WorkerRecord
+from headgate.core.records import (
+    AuditEntry,
+    PartitionState,
+    QueueStats,
+    RunningJob,
+    WorkerRecord,
+)
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.services.forecasting import Forecaster
 from headgate.web import auth_throttle
@@ -445,7 +451,7 @@ def audit() -> tuple[str, int]:
     action = args.get("action", "").strip()
     target = args.get("target", "").strip()
     cursor_text = args.get("cursor", "").strip()
-    entries: list[dict[str, Any]] = []
+    entries: list[AuditEntry] = []
     error = ""
     cursor = int(cursor_text) if cursor_text.isascii() and cursor_text.isdigit() else None
     if cursor_text and cursor is None:
@@ -455,7 +461,7 @@ def audit() -> tuple[str, int]:
                                      cursor=cursor, limit=audit_view.PAGE_SIZE)
     except HeadgateError as exc:
         error = str(exc)
-    more = entries[-1]["id"] if len(entries) == audit_view.PAGE_SIZE else None
+    more = entries[-1].id if len(entries) == audit_view.PAGE_SIZE else None
     page = render("audit.html", page="audit", title="Audit log",
                   entries=audit_view.rows(entries), action=action, target=target,
                   actions=audit_view.ACTIONS, more=more, first_page=cursor is None,

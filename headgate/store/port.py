@@ -34,11 +34,13 @@ from headgate.core import (
 from headgate.core.adaptive import Adaptive
 from headgate.core.job import Blob, Progress
 from headgate.core.records import (
+    AuditEntry,
     BucketCounts,
     ConcurrencyLimit,
     DutyHolder,
     HeartbeatReply,
     HistoryBucket,
+    Operation,
     PartitionState,
     PruneReport,
     QuarantineEntry,
@@ -431,7 +433,7 @@ class Inspection(StoreBasics, Protocol):
     @abstractmethod
     def list_audit(self, *, action: str | None = None, target: str | None = None,
                    since_ms: int | None = None, cursor: int | None = None,
-                   limit: int = 50, target_prefix: str | None = None) -> list[dict[str, Any]]:
+                   limit: int = 50, target_prefix: str | None = None) -> list[AuditEntry]:
         """Entries newest first, narrowed to one action, one target (or targets starting
         with `target_prefix`, e.g. `rate_class:`) and/or those at or after `since_ms`;
         `cursor` is the id of the previous page's last entry."""
@@ -492,9 +494,7 @@ class Inspection(StoreBasics, Protocol):
         available jobs by rate class in a sample of at most `class_sample`."""
 
     @abstractmethod
-    def get_operation(self, op_id: str) -> dict[str, Any] | None:
-        """`{id, action, selector, status, affected, total_estimated, total_capped,
-        dry_run, error, created_at_ms, updated_at_ms, finished_at_ms}`."""
+    def get_operation(self, op_id: str) -> Operation | None: ...
 
     @abstractmethod
     def queue_extras(self) -> dict[str, QueueExtras]:
@@ -589,18 +589,17 @@ class Control(StoreBasics, Protocol):
         its queue are available or running; returns how many, and deletes only when
         none are or `force`."""
 
-    # Entries are dicts: {id, at_ms, actor, action, target, status, outcome, detail}.
     @abstractmethod
     def record_audit(self, actor: str, action: str, target: str, *, status: int = 200,
                      outcome: str = "ok",
-                     detail: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                     detail: Mapping[str, Any] | None = None) -> AuditEntry:
         """Append one entry stamped with the store's now; returns it. `actor` is a
         name, never a credential; `detail` a JSON-able mapping (InvalidInput if not)."""
 
     @abstractmethod
     def create_operation(
         self, action: str, selector: dict[str, Any], dry_run: bool = False
-    ) -> dict[str, Any]:
+    ) -> Operation:
         """Record a bulk action (retry|cancel|delete) over the jobs `selector` names
         (queue, state, kind, partition_key, older_than_ms; at least one) with a bounded
         estimate. Dry runs are done at once; others wait for `run_operations_batch`."""

@@ -125,7 +125,7 @@ def seed(api: Api, quarantine: Any = None) -> dict[str, list[str]]:
         "schedule_id": [f"fuzz-{tag}"],
         "name": [f"rc-{tag}", f"cl-{tag}"],
         "fingerprint": fingerprints,
-        "op_id": [op["id"]],
+        "op_id": [op.id],
         "worker_id": [f"w-{tag}"],
         "kind": ["fuzz.worked", "fuzz.pending"],
     }

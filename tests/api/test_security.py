@@ -200,7 +200,7 @@ def build_world(store: Any) -> World:
     store.heartbeat(WorkerBeat("sec-worker", host="h", pid=1, queues=("emails",), concurrency=2,
                                inflight=1, status="running"))
     op = store.create_operation("retry", {"state": "archived"}, dry_run=True)
-    return World(seeded, cancelled, op["id"])
+    return World(seeded, cancelled, op.id)
 
 
 def console_urls(world: World) -> list[str]:
@@ -815,7 +815,7 @@ def store_hostile_strings(store: Any, quarantine: Callable[..., str]) -> Hostile
     run_schedule_now(store, schedule, "k", client=c)
     quarantine(store, hostile(f["quarantine_kind"]), b"boom")  # three real lost leases
     op = store.create_operation("cancel", {"queue": hostile(f["op_selector"])}, dry_run=True)
-    return HostileWorld(job, done, odd, schedule, op["id"], queue, f)
+    return HostileWorld(job, done, odd, schedule, op.id, queue, f)
 
 
 EXECUTABLE_URL = re.compile(r"^\s*(javascript|data|vbscript):", re.I)

@@ -254,7 +254,7 @@ def test_payload_fragment_renders_json_text_and_hex(store: Any, client: Any) -> 
 def test_operation_fragment_asks_before_it_acts(store: Any, client: Any,
                                                 seeded: Seeded) -> None:
     op = store.create_operation("retry", {"state": "archived"}, dry_run=True)
-    body = text_of(client.get(f"/ops/{op['id']}"))
+    body = text_of(client.get(f"/ops/{op.id}"))
     assert "Retry 6 jobs" in body and "state = archived" in body
     assert 'hx-post="/api/v1/jobs/bulk"' in body and '"dry_run": false' in body
 

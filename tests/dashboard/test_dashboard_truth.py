@@ -248,12 +248,12 @@ def test_a_finished_bulk_operation_asks_the_page_to_reload_the_list(store: Any,
     for i in range(3):
         c.enqueue("send", b"%d" % i, queue="bulk")
     op = store.create_operation("cancel", {"queue": "bulk"})
-    running = text_of(client.get(f"/ops/{op['id']}"))
+    running = text_of(client.get(f"/ops/{op.id}"))
     assert "data-op-finished" not in running
     while store.run_operations_batch(limit=100):
         pass
-    done = text_of(client.get(f"/ops/{op['id']}"))
-    assert f'data-op-finished="{op["id"]}"' in done
+    done = text_of(client.get(f"/ops/{op.id}"))
+    assert f'data-op-finished="{op.id}"' in done
     assert "Cancel done: 3 jobs; the list is reloaded." in done
 
 

@@ -64,7 +64,8 @@ def test_a_state_batch_walks_the_queue_state_index(tmp_path) -> None:
         op = store.create_operation("cancel", {"state": "running"})
         with traced(store) as statements:
             store.run_operations_batch(limit=7)
-        assert store.get_operation(op["id"])["status"] in ("running", "done")
+        found = store.get_operation(op.id)
+        assert found is not None and found.status in ("running", "done")
     finally:
         store.close()
     walks = [s for s in statements if s.lstrip().startswith("SELECT id, queue FROM jobs")]

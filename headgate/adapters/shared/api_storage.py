@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from headgate.core import Duplicate, Envelope, StoreUnavailable
 from headgate.core.envelope import check_int, check_text
-from headgate.core.records import QueueExtras
+from headgate.core.records import Operation, QueueExtras
 from headgate.store.port import Answer, IdempotentWrite, KeyedEnqueue
 
 from . import idempotency, operations, queue_admin
@@ -34,14 +34,14 @@ class ApiStorageMixin:
 
     # -- bulk operations -----------------------------------------------------------------
     def create_operation(self, action: str, selector: dict[str, Any],
-                         dry_run: bool = False) -> dict[str, Any]:
+                         dry_run: bool = False) -> Operation:
         """Record a bulk action over the jobs `selector` names, with a bounded estimate.
         A dry run is done at once (its answer is `total_estimated`); otherwise it is
         queued for `run_operations_batch`."""
         with self.db.write() as (conn, now):
             return operations.create(conn, now, action, selector, dry_run)
 
-    def get_operation(self, op_id: str) -> dict[str, Any] | None:
+    def get_operation(self, op_id: str) -> Operation | None:
         with self.db.read() as conn:
             return operations.get(conn, op_id)
 

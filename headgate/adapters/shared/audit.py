@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from headgate.core import InvalidInput
 from headgate.core.envelope import check_int, check_text
+from headgate.core.records import AuditEntry
 
 from .conn import Connection
 from .queries import fill, load
@@ -30,16 +31,14 @@ PAGE = fill(Q["page"], columns=COLUMNS)
 PRUNE = Q["prune"]
 
 
-def _entry(row: Any) -> dict[str, Any]:
-    return {
-        "id": int(row[0]), "at_ms": int(row[1]), "actor": row[2], "action": row[3],
-        "target": row[4], "status": int(row[5]), "outcome": row[6],
-        "detail": json.loads(row[7]),
-    }
+def _entry(row: Any) -> AuditEntry:
+    return AuditEntry(id=int(row[0]), at_ms=int(row[1]), actor=row[2], action=row[3],
+                      target=row[4], status=int(row[5]), outcome=row[6],
+                      detail=json.loads(row[7]))
 
 
 def record(conn: Connection, now: int, actor: str, action: str, target: str,
-           status: int, outcome: str, detail: Mapping[str, Any]) -> dict[str, Any]:
+           status: int, outcome: str, detail: Mapping[str, Any]) -> AuditEntry:
     text = json.dumps(dict(detail), sort_keys=True, separators=(",", ":"))
     row = conn.execute(INSERT, (now, actor, action, target, status, outcome, text)).fetchone()
     return _entry(row)
@@ -47,7 +46,7 @@ def record(conn: Connection, now: int, actor: str, action: str, target: str,
 
 def page(conn: Connection, action: str | None, target: str | None, since_ms: int | None,
          cursor: int | None, limit: int, target_prefix: str | None = None
-         ) -> list[dict[str, Any]]:
+         ) -> list[AuditEntry]:
     where: list[str] = []
     params: list[Any] = []
     for column, value in (("action", action), ("target", target)):
@@ -95,7 +94,7 @@ class AuditMethods:
 
     def record_audit(self, actor: str, action: str, target: str, *, status: int = 200,
                      outcome: str = "ok",
-                     detail: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                     detail: Mapping[str, Any] | None = None) -> AuditEntry:
         check_text("actor", actor)
         check_text("action", action)
         check_text("target", target, high=1024)
@@ -107,7 +106,7 @@ class AuditMethods:
 
     def list_audit(self, *, action: str | None = None, target: str | None = None,
                    since_ms: int | None = None, cursor: int | None = None,
-                   limit: int = 50, target_prefix: str | None = None) -> list[dict[str, Any]]:
+                   limit: int = 50, target_prefix: str | None = None) -> list[AuditEntry]:
         check_int("limit", limit, 1, MAX_PAGE)
         for name, value in (("action", action), ("target", target),
                             ("target_prefix", target_prefix)):

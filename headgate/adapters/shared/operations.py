@@ -18,6 +18,7 @@ from headgate.core import STORED_STATES, InvalidTransition, NotFound
 from headgate.core.envelope import check_int, check_text
 from headgate.core.errors import InvalidInput
 from headgate.core.ids import new_id
+from headgate.core.records import Operation
 from headgate.core.transitions import sources_of
 
 from . import control
@@ -151,7 +152,8 @@ def estimate(conn: Any, selector: dict[str, Any], states: list[str]) -> tuple[in
     return (ESTIMATE_CAP, True) if n > ESTIMATE_CAP else (int(n), False)
 
 
-def create(conn: Any, now: int, action: str, selector: dict[str, Any], dry_run: bool) -> dict:
+def create(conn: Any, now: int, action: str, selector: dict[str, Any],
+           dry_run: bool) -> Operation:
     action = validate_action(action)
     if not isinstance(dry_run, bool):
         raise InvalidInput("dry_run must be a boolean")
@@ -161,7 +163,7 @@ def create(conn: Any, now: int, action: str, selector: dict[str, Any], dry_run: 
 
 
 def _insert(conn: Any, now: int, action: str, sel: dict[str, Any], dry_run: bool, total: int,
-            capped: bool) -> dict:
+            capped: bool) -> Operation:
     op_id = new_id()
     # A dry run is complete when created: its answer is the estimate.
     status = "done" if dry_run else "queued"
@@ -174,26 +176,18 @@ def _insert(conn: Any, now: int, action: str, sel: dict[str, Any], dry_run: bool
     return found
 
 
-def get(conn: Any, op_id: str) -> dict | None:
+def get(conn: Any, op_id: str) -> Operation | None:
     row = conn.execute(SELECT_OP, (op_id,)).fetchone()
     if row is None:
         return None
     selector = json.loads(row[2])
     selector.pop("enqueued_before_ms", None)
-    return {
-        "id": row[0],
-        "action": row[1],
-        "selector": selector,
-        "dry_run": bool(row[3]),
-        "status": row[4],
-        "affected": int(row[5]),
-        "total_estimated": None if row[6] is None else int(row[6]),
-        "total_capped": bool(row[7]),
-        "error": row[8],
-        "created_at_ms": row[9],
-        "updated_at_ms": row[10],
-        "finished_at_ms": row[11],
-    }
+    return Operation(
+        id=row[0], action=row[1], selector=selector, dry_run=bool(row[3]), status=row[4],
+        affected=int(row[5]), total_estimated=None if row[6] is None else int(row[6]),
+        total_capped=bool(row[7]), error=row[8], created_at_ms=row[9], updated_at_ms=row[10],
+        finished_at_ms=row[11],
+    )
 
 
 def run_batch(conn: Any, now: int, limit: int) -> tuple[int, set[str], bool]:
@@ -313,5 +307,4 @@ def delete_queue(conn: Any, now: int, queue: str, force: bool) -> str | None:
     # Stop intake and admission while the jobs go: paused, and the 0 kill switch.
     control.ensure_queue(conn, now, queue)
     conn.execute(STOP_QUEUE, (queue,))
-    op = _insert(conn, now, DELETE_QUEUE, {"queue": queue}, False, total, False)
-    return str(op["id"])
+    return _insert(conn, now, DELETE_QUEUE, {"queue": queue}, False, total, False).id

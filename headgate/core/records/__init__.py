@@ -3,6 +3,7 @@ API maps to JSON and the console words, so neither depends on an adapter's rows 
 HTTP wire shape crosses the port. One module per topic; every name is importable from
 here."""
 
+from .operations import AuditEntry, Operation
 from .policy import (
     AdaptiveState,
     ConcurrencyLimit,
@@ -27,7 +28,8 @@ from .upkeep import (
 )
 from .workers import HeartbeatReply, RunningJob, WorkerBeat, WorkerRecord
 
-__all__ = ["AdaptiveState", "AdmissionRejections", "BucketCounts", "ConcurrencyLimit", "DutyHolder",
-           "HeartbeatReply", "HistoryBucket", "OrphanSweep", "PartitionState", "PruneReport",
-           "QuarantineEntry", "QueueExtras", "QueueStats", "RateClassChange", "RateClassState",
-           "RunningJob", "TransactionHorizon", "UniqueKeyCounts", "WorkerBeat", "WorkerRecord"]
+__all__ = ["AdaptiveState", "AdmissionRejections", "AuditEntry", "BucketCounts", "ConcurrencyLimit",
+           "DutyHolder", "HeartbeatReply", "HistoryBucket", "Operation", "OrphanSweep",
+           "PartitionState", "PruneReport", "QuarantineEntry", "QueueExtras", "QueueStats",
+           "RateClassChange", "RateClassState", "RunningJob", "TransactionHorizon",
+           "UniqueKeyCounts", "WorkerBeat", "WorkerRecord"]

@@ -20,12 +20,11 @@ def test_record_returns_the_stored_entry_stamped_by_the_store(store: Store) -> N
     before = store.now_ms()
     entry = store.record_audit("alice", "job.retry", "job:j1", status=204,
                                detail={"state": "cancelled", "n": 1})
-    assert entry["id"] > 0
-    assert before <= entry["at_ms"] <= store.now_ms()
-    assert {k: entry[k] for k in ("actor", "action", "target", "status", "outcome",
-                                  "detail")} == {
-        "actor": "alice", "action": "job.retry", "target": "job:j1", "status": 204,
-        "outcome": "ok", "detail": {"state": "cancelled", "n": 1}}
+    assert entry.id > 0
+    assert before <= entry.at_ms <= store.now_ms()
+    assert (entry.actor, entry.action, entry.target, entry.status, entry.outcome,
+            entry.detail) == ("alice", "job.retry", "job:j1", 204, "ok",
+                              {"state": "cancelled", "n": 1})
     assert store.list_audit() == [entry]
 
 
@@ -34,20 +33,20 @@ def test_pages_newest_first_with_a_cursor_and_filters(store: Store) -> None:
     for i in range(5):
         action = "job.retry" if i % 2 == 0 else "rate_class.upsert"
         target = f"job:j{i}" if i % 2 == 0 else "rate_class:smtp"
-        ids.append(store.record_audit("bob", action, target)["id"])
+        ids.append(store.record_audit("bob", action, target).id)
     assert ids == sorted(ids) and len(set(ids)) == 5
     first = store.list_audit(limit=2)
-    assert [e["id"] for e in first] == [ids[4], ids[3]]
-    second = store.list_audit(limit=2, cursor=first[-1]["id"])
-    assert [e["id"] for e in second] == [ids[2], ids[1]]
-    third = store.list_audit(limit=2, cursor=second[-1]["id"])
-    assert [e["id"] for e in third] == [ids[0]]
-    assert [e["id"] for e in store.list_audit(action="job.retry")] == [ids[4], ids[2], ids[0]]
-    assert [e["id"] for e in store.list_audit(target="rate_class:smtp")] == [ids[3], ids[1]]
-    assert [e["id"] for e in store.list_audit(action="job.retry", target="job:j2")] == [ids[2]]
+    assert [e.id for e in first] == [ids[4], ids[3]]
+    second = store.list_audit(limit=2, cursor=first[-1].id)
+    assert [e.id for e in second] == [ids[2], ids[1]]
+    third = store.list_audit(limit=2, cursor=second[-1].id)
+    assert [e.id for e in third] == [ids[0]]
+    assert [e.id for e in store.list_audit(action="job.retry")] == [ids[4], ids[2], ids[0]]
+    assert [e.id for e in store.list_audit(target="rate_class:smtp")] == [ids[3], ids[1]]
+    assert [e.id for e in store.list_audit(action="job.retry", target="job:j2")] == [ids[2]]
     assert store.list_audit(action="nothing") == []
-    assert [e["id"] for e in store.list_audit(target_prefix="rate_class:")] == [ids[3], ids[1]]
-    assert [e["id"] for e in store.list_audit(target_prefix="job:", limit=2)] == [ids[4], ids[2]]
+    assert [e.id for e in store.list_audit(target_prefix="rate_class:")] == [ids[3], ids[1]]
+    assert [e.id for e in store.list_audit(target_prefix="job:", limit=2)] == [ids[4], ids[2]]
     assert store.list_audit(target_prefix="rate_class:x") == []
     # A prefix is text, never a pattern.
     store.record_audit("bob", "queue.pause", "queue:a%b")
@@ -57,15 +56,15 @@ def test_pages_newest_first_with_a_cursor_and_filters(store: Store) -> None:
 
 def test_since_keeps_entries_at_or_after_the_time(store: Store) -> None:
     old = store.record_audit("carol", "queue.pause", "queue:emails")
-    wait_until(store, old["at_ms"] + 5)
+    wait_until(store, old.at_ms + 5)
     cut = store.now_ms()
     new = store.record_audit("carol", "queue.resume", "queue:emails")
-    assert [e["id"] for e in store.list_audit(since_ms=cut)] == [new["id"]]
-    assert [e["id"] for e in store.list_audit(since_ms=0)] == [new["id"], old["id"]]
+    assert [e.id for e in store.list_audit(since_ms=cut)] == [new.id]
+    assert [e.id for e in store.list_audit(since_ms=0)] == [new.id, old.id]
 
 
 def test_prune_deletes_the_oldest_in_bounded_batches(store: Store) -> None:
-    old = [store.record_audit("dave", "job.cancel", f"job:{i}")["id"] for i in range(3)]
+    old = [store.record_audit("dave", "job.cancel", f"job:{i}").id for i in range(3)]
     # Seconds apart, so a loaded machine's pauses between the calls below cannot age
     # the newest entry past the cut as well.
     wait_until(store, store.now_ms() + 2_000)
@@ -75,8 +74,8 @@ def test_prune_deletes_the_oldest_in_bounded_batches(store: Store) -> None:
     assert store.prune_audit(1_000, limit=2) == 1
     assert store.prune_audit(1_000) == 0
     remaining = store.list_audit()
-    assert [e["id"] for e in remaining] == [kept["id"]]
-    assert old[0] not in {e["id"] for e in remaining}
+    assert [e.id for e in remaining] == [kept.id]
+    assert old[0] not in {e.id for e in remaining}
 
 
 def test_bad_arguments_are_typed_errors_and_store_nothing(store: Store) -> None:

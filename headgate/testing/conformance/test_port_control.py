@@ -70,17 +70,17 @@ def test_a_bulk_cancel_runs_in_batches_and_records_what_it_did(store: Store,
     ids = [client.enqueue("k", b"%d" % i, queue="bulk") for i in range(7)]
     keep = client.enqueue("k", b"other", queue="elsewhere")
     dry = store.create_operation("cancel", {"queue": "bulk"}, dry_run=True)
-    assert (dry["status"], dry["total_estimated"], dry["dry_run"]) == ("done", 7, True)
+    assert (dry.status, dry.total_estimated, dry.dry_run) == ("done", 7, True)
     assert all(store.get_job(i).state is State.AVAILABLE for i in ids)  # type: ignore[union-attr]
     op = store.create_operation("cancel", {"queue": "bulk"})
-    assert op["status"] == "queued" and op["affected"] == 0
+    assert op.status == "queued" and op.affected == 0
     assert store.run_operations_batch(limit=3) == 3
-    assert store.get_operation(op["id"])["status"] == "running"  # type: ignore[index]
+    assert store.get_operation(op.id).status == "running"  # type: ignore[union-attr]
     drain_operations(store)
-    finished = store.get_operation(op["id"])
+    finished = store.get_operation(op.id)
     assert finished is not None
-    assert (finished["status"], finished["affected"]) == ("done", 7)
-    assert finished["finished_at_ms"] is not None
+    assert (finished.status, finished.affected) == ("done", 7)
+    assert finished.finished_at_ms is not None
     assert {store.get_job(i).state for i in ids} == {State.CANCELLED}  # type: ignore[union-attr]
     assert store.get_job(keep).state is State.AVAILABLE  # type: ignore[union-attr]
     assert store.run_operations_batch() == 0
@@ -102,11 +102,11 @@ def test_a_bulk_retry_and_delete_by_state(store: Store, client: Client) -> None:
         store.ack(claim, Outcome.RETRY, error="boom")  # archived at once
     retry = store.create_operation("retry", {"queue": "q", "state": "archived"})
     drain_operations(store)
-    assert store.get_operation(retry["id"])["affected"] == 3  # type: ignore[index]
+    assert store.get_operation(retry.id).affected == 3  # type: ignore[union-attr]
     assert {store.get_job(i).state for i in ids} == {State.AVAILABLE}  # type: ignore[union-attr]
     delete = store.create_operation("delete", {"queue": "q", "state": "available"})
     drain_operations(store)
-    assert store.get_operation(delete["id"])["affected"] == 3  # type: ignore[index]
+    assert store.get_operation(delete.id).affected == 3  # type: ignore[union-attr]
     assert store.list_jobs(JobFilter(queue="q")).jobs == []
 
 
@@ -130,7 +130,7 @@ def test_an_empty_queue_is_deleted_a_busy_one_only_by_force(store: Store,
     (busy,) = [s for s in store.queue_stats() if s.queue == "busy"]
     assert busy.paused is True and busy.max_unfinished_jobs == 0  # intake stopped
     drain_operations(store)
-    assert store.get_operation(op_id)["status"] == "done"  # type: ignore[index]
+    assert store.get_operation(op_id).status == "done"  # type: ignore[union-attr]
     assert "busy" not in [s.queue for s in store.queue_stats()]
 
 

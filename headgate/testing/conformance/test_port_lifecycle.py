@@ -455,7 +455,7 @@ def test_operator_retry_of_an_undecodable_job(store: Store, client: Client,
     op = store.create_operation("retry", {"queue": "bulk", "state": "undecodable"})
     while store.run_operations_batch(limit=100):
         pass
-    assert store.get_operation(op["id"])["affected"] == 1  # type: ignore[index]
+    assert store.get_operation(op.id).affected == 1  # type: ignore[union-attr]
     assert get(store, other).state is State.AVAILABLE
 
 

@@ -25,12 +25,17 @@ def _fill(store: Store) -> None:
         store.admit("w", [queue], capacity=4)  # some running jobs the cancel must reach too
 
 
+def _status(store: Store, op_id: str) -> str | None:
+    found = store.get_operation(op_id)
+    return None if found is None else found.status
+
+
 def _run(store: Store, action: str, selector: dict) -> int:
     op = store.create_operation(action, selector)
     total = 0
-    while (store.get_operation(op["id"]) or {}).get("status") not in ("done", "failed"):
+    while _status(store, op.id) not in ("done", "failed"):
         total += store.run_operations_batch(limit=7)  # many small batches
-    assert store.get_operation(op["id"])["status"] == "done"
+    assert _status(store, op.id) == "done"
     return total
 
 
