@@ -205,7 +205,7 @@ def snapshot(store: Store, path_params: dict[str, Any]) -> dict[str, Any]:
         "rate_classes": sorted((r.name, r.limit_per_window, r.window_ms, r.burst, r.paused)
                                for r in store.rate_classes()),
         "concurrency_limits": sorted(repr(c) for c in store.concurrency_limits()),
-        "schedules": sorted(repr(sorted(s.items())) for s in store.list_schedules()),
+        "schedules": sorted(repr(s) for s in store.list_schedules()),
         "quarantine": sorted(repr(q) for q in store.quarantine_list()),
         "signals": sorted((w.worker_id, w.pending_signal)
                           for w in store.list_workers(3_600_000)),

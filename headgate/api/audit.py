@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 import flask
@@ -182,7 +183,10 @@ SCHEDULE_FIELDS = ("kind", "spec", "queue", "paused", "on_missed", "rate_class",
 
 def _schedule_before() -> Any:
     found = store().get_schedule(_arg("schedule_id"))
-    return None if found is None else {k: found.get(k) for k in SCHEDULE_FIELDS}
+    if found is None:
+        return None
+    stored = asdict(found)
+    return {k: stored[k] for k in SCHEDULE_FIELDS}
 
 
 def _schedule(_resp: flask.Response) -> Entry:

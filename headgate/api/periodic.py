@@ -11,6 +11,7 @@ import flask
 
 from headgate.core import EnqueueForbidden, Envelope, schedule_spec
 from headgate.core.policy import ON_MISSED
+from headgate.core.records import Schedule, ScheduleEventEntry
 from headgate.services.scheduling import run_schedule_now
 
 from .blueprint import bp, empty_ok, json_response, no_content
@@ -28,27 +29,33 @@ from .jobs import b64decode, b64encode
 from .params import dflt, json_body, opt, query, req
 
 
-def schedule_json(s: dict[str, Any], include_payload: bool = False) -> dict[str, Any]:
-    body = {
-        "id": s["id"],
-        "kind": s["kind"],
-        "queue": s["queue"],
-        "spec": s["spec"],
-        "next_run_ms": s["next_run_ms"],
-        "last_enqueued_ms": s["last_enqueued_ms"],
-        "on_missed": s["on_missed"],
-        "backfill_limit": s["backfill_limit"],
-        "paused": s["paused"],
-        "partition_key": s["partition_key"],
-        "rate_class": s["rate_class"],
-        "priority": s["priority"],
-        "max_attempts": s["max_attempts"],
-        "retention_ms": s["retention_ms"],
+def schedule_json(s: Schedule, include_payload: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": s.id,
+        "kind": s.kind,
+        "queue": s.queue,
+        "spec": s.spec,
+        "next_run_ms": s.next_run_ms,
+        "last_enqueued_ms": s.last_enqueued_ms,
+        "on_missed": s.on_missed,
+        "backfill_limit": s.backfill_limit,
+        "paused": s.paused,
+        "partition_key": s.partition_key,
+        "rate_class": s.rate_class,
+        "priority": s.priority,
+        "max_attempts": s.max_attempts,
+        "retention_ms": s.retention_ms,
     }
     if include_payload:
         # Additive, like jobs: hidden unless asked for (an edit form needs it).
-        body["payload"] = b64encode(s["payload"])
+        body["payload"] = b64encode(s.payload)
     return body
+
+
+def event_json(e: ScheduleEventEntry) -> dict[str, Any]:
+    return {"event_id": e.event_id, "schedule_id": e.schedule_id, "tick_ms": e.tick_ms,
+            "job_id": e.job_id, "outcome": e.outcome, "reason": e.reason,
+            "recorded_at_ms": e.recorded_at_ms}
 
 
 @bp.get("/periodic")
@@ -133,22 +140,9 @@ def delete_periodic(schedule_id: str) -> flask.Response:
 def periodic_events(schedule_id: str) -> flask.Response:
     p = query(dflt("limit", "u32", 30), opt("cursor", "u64"))
     events = store().list_schedule_events(schedule_id, p["cursor"], p["limit"])
-    next_cursor = events[-1]["event_id"] if events and len(events) == p["limit"] else None
-    return json_response({
-        "events": [
-            {
-                "event_id": e["event_id"],
-                "schedule_id": e["schedule_id"],
-                "tick_ms": e["tick_ms"],
-                "job_id": e["job_id"],
-                "outcome": e["outcome"],
-                "reason": e["reason"],
-                "recorded_at_ms": e["recorded_at_ms"],
-            }
-            for e in events
-        ],
-        "next_cursor": next_cursor,
-    })
+    next_cursor = events[-1].event_id if events and len(events) == p["limit"] else None
+    return json_response({"events": [event_json(e) for e in events],
+                          "next_cursor": next_cursor})
 
 
 @bp.post("/periodic/<segment:schedule_id>/run")

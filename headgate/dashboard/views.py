@@ -26,6 +26,7 @@ from headgate.core.records import (
     PartitionState,
     QueueStats,
     RunningJob,
+    Schedule,
     WorkerRecord,
 )
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
@@ -534,10 +535,10 @@ def quarantine() -> str:
 
 @bp.get("/periodic")
 def periodic() -> str:
-    schedules = store().list_schedules()
-    edit = next((x for x in schedules if x["id"] == flask.request.args.get("edit")), None)
+    schedules: list[Schedule] = store().list_schedules()
+    edit = next((x for x in schedules if x.id == flask.request.args.get("edit")), None)
     return render("periodic.html", page="periodic", title="Periodic", schedules=schedules,
-                  edit=edit, edit_payload=payload_for_editing(edit["payload"]) if edit else None)
+                  edit=edit, edit_payload=payload_for_editing(edit.payload) if edit else None)
 
 
 # Larger payloads are kept, not shown: a textarea holding megabytes helps nobody.

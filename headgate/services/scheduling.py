@@ -40,9 +40,8 @@ import copy
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from headgate.core import (
     Backpressure,
@@ -58,6 +57,7 @@ from headgate.core import (
     schedule_spec,
 )
 from headgate.core.envelope import check_int, check_text
+from headgate.core.records import Schedule
 from headgate.services.client import Client, EnqueueContext
 from headgate.store.port import ScheduleEvent, ScheduleStep, Store
 
@@ -182,39 +182,39 @@ def fire_due_schedules(
             enqueued += _fire(store, schedule, now_ms, producer, inserter,
                               misfire_grace_ms, held)
         except Exception:  # noqa: BLE001 - one bad schedule must not starve the rest
-            log.exception("periodic schedule %s failed to fire", schedule["id"])
+            log.exception("periodic schedule %s failed to fire", schedule.id)
     return enqueued
 
 
-def _plan(schedule: Mapping[str, Any], now: int,
+def _plan(schedule: Schedule, now: int,
           grace_ms: int) -> tuple[list[tuple[int, str]], list[ScheduleEvent]]:
     """Which ticks to enqueue (with their event reason), and skip events."""
-    spec, next_run = schedule["spec"], schedule["next_run_ms"]
+    spec, next_run = schedule.spec, schedule.next_run_ms
     latest = schedule_spec.ticks_between(spec, next_run - 1, now, 1)
     if not latest:
         return [], []
     tick = latest[0]
-    policy = schedule["on_missed"]
+    policy = schedule.on_missed
     if policy == "backfill":
         ticks = schedule_spec.ticks_between(
-            spec, next_run - 1, now, max(1, schedule["backfill_limit"]))
+            spec, next_run - 1, now, max(1, schedule.backfill_limit))
         return [(t, "scheduled" if t == tick else "backfill") for t in ticks], []
     if policy == "skip" and now - next_run > grace_ms:
         return [], [(tick, None, "skipped", "missed")]
     return [(tick, "scheduled")], []
 
 
-def _fire(store: Store, schedule: Mapping[str, Any], now: int, producer: Client,
+def _fire(store: Store, schedule: Schedule, now: int, producer: Client,
           inserter: _TickInserter, grace_ms: int, held: Callable[[], bool]) -> int:
     try:
-        next_run = schedule_spec.next_after(schedule["spec"], now)
+        next_run = schedule_spec.next_after(schedule.spec, now)
         plan, events = _plan(schedule, now, grace_ms)
     except InvalidInput as exc:
         _park(store, schedule, exc)
         return 0
     context = EnqueueContext(source="periodic")
     enqueued = 0
-    expected = schedule["next_run_ms"]
+    expected = schedule.next_run_ms
     stopped = False
     # Backfill ticks are consecutive, so each one's successor is the next in the plan.
     successors = [t for t, _ in plan[1:]] + [next_run] if plan else []
@@ -222,8 +222,8 @@ def _fire(store: Store, schedule: Mapping[str, Any], now: int, producer: Client,
         if not held():
             stopped = True
             break
-        job_id = tick_job_id(schedule["id"], tick)
-        pending = _Advance(ScheduleStep(schedule["id"], schedule["spec"], expected, successor))
+        job_id = tick_job_id(schedule.id, tick)
+        pending = _Advance(ScheduleStep(schedule.id, schedule.spec, expected, successor))
         inserter.advance = pending
         try:
             _enqueue_retrying(producer, _envelope(schedule, job_id, tick), context)
@@ -235,7 +235,7 @@ def _fire(store: Store, schedule: Mapping[str, Any], now: int, producer: Client,
                 expected = successor
             outcome, why, existing = _failure(exc)
             if why == "error":
-                log.exception("periodic schedule %s tick %s", schedule["id"], tick)
+                log.exception("periodic schedule %s tick %s", schedule.id, tick)
             events.append((tick, existing, outcome, why))
             continue
         finally:
@@ -250,18 +250,18 @@ def _fire(store: Store, schedule: Mapping[str, Any], now: int, producer: Client,
             events.append((tick, job_id, "enqueued", reason))
         else:
             events.append((tick, job_id, "deduplicated", "exists"))
-    step = None if stopped else ScheduleStep(schedule["id"], schedule["spec"], expected,
+    step = None if stopped else ScheduleStep(schedule.id, schedule.spec, expected,
                                               next_run)
-    store.record_schedule_events(schedule["id"], sorted(events), step, enqueued > 0)
+    store.record_schedule_events(schedule.id, sorted(events), step, enqueued > 0)
     return enqueued
 
 
-def _park(store: Store, schedule: Mapping[str, Any], exc: InvalidInput) -> None:
+def _park(store: Store, schedule: Schedule, exc: InvalidInput) -> None:
     """Pause a schedule that has no next tick: left due, it would be fired (and fail)
     on every scheduler tick."""
-    log.warning("periodic schedule %s paused: %s", schedule["id"], exc)
-    store.park_schedule(schedule["id"], schedule["spec"], schedule["next_run_ms"],
-                        [(schedule["next_run_ms"], None, "failed", "no_next_tick")])
+    log.warning("periodic schedule %s paused: %s", schedule.id, exc)
+    store.park_schedule(schedule.id, schedule.spec, schedule.next_run_ms,
+                        [(schedule.next_run_ms, None, "failed", "no_next_tick")])
 
 
 def run_schedule_now(
@@ -313,11 +313,11 @@ def _enqueue_retrying(producer: Client, env: Envelope, context: EnqueueContext) 
             time.sleep(0.05 * (attempt + 1))
 
 
-def _envelope(schedule: Mapping[str, Any], job_id: str, tick: int) -> Envelope:
+def _envelope(schedule: Schedule, job_id: str, tick: int) -> Envelope:
     return Envelope(
-        kind=schedule["kind"], payload=schedule["payload"], id=job_id,
-        queue=schedule["queue"], priority=schedule["priority"],
-        partition_key=schedule["partition_key"], rate_class=schedule["rate_class"],
-        max_attempts=schedule["max_attempts"], retention_ms=schedule["retention_ms"],
-        periodic_schedule_id=schedule["id"], periodic_tick_ms=tick,
+        kind=schedule.kind, payload=schedule.payload, id=job_id,
+        queue=schedule.queue, priority=schedule.priority,
+        partition_key=schedule.partition_key, rate_class=schedule.rate_class,
+        max_attempts=schedule.max_attempts, retention_ms=schedule.retention_ms,
+        periodic_schedule_id=schedule.id, periodic_tick_ms=tick,
     )

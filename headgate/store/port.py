@@ -49,6 +49,8 @@ from headgate.core.records import (
     RateClassChange,
     RateClassState,
     RunningJob,
+    Schedule,
+    ScheduleEventEntry,
     TransactionHorizon,
     UniqueKeyCounts,
     WorkerBeat,
@@ -310,7 +312,7 @@ class Maintenance(StoreBasics, Protocol):
     # Firing (headgate/services/scheduling.py, a service) is several transactions per schedule;
     # these are its steps, each one transaction.
     @abstractmethod
-    def due_schedules(self, now_ms: int, limit: int) -> list[dict[str, Any]]:
+    def due_schedules(self, now_ms: int, limit: int) -> list[Schedule]:
         """Unpaused schedules with next_run_ms <= now_ms, most overdue first."""
 
     @abstractmethod
@@ -381,15 +383,15 @@ class Inspection(StoreBasics, Protocol):
     def duty_holders(self) -> list[DutyHolder]: ...
 
     @abstractmethod
-    def list_schedules(self) -> list[dict[str, Any]]: ...
+    def list_schedules(self) -> list[Schedule]: ...
 
     @abstractmethod
-    def get_schedule(self, schedule_id: str) -> dict[str, Any] | None: ...
+    def get_schedule(self, schedule_id: str) -> Schedule | None: ...
 
     @abstractmethod
     def list_schedule_events(
         self, schedule_id: str, cursor: int | None = None, limit: int = 30
-    ) -> list[dict[str, Any]]:
+    ) -> list[ScheduleEventEntry]:
         """Newest first; `cursor` is the last event_id of the previous page."""
 
     @abstractmethod
@@ -504,13 +506,14 @@ class Inspection(StoreBasics, Protocol):
 class Control(StoreBasics, Protocol):
     """Operator mutations and the API's writes that carry an Idempotency-Key."""
 
-    # Schedule dicts use the control API's wire names (id, kind, queue, spec, next_run_ms,
-    # last_enqueued_ms, on_missed, backfill_limit, paused, partition_key, rate_class,
-    # priority, max_attempts, retention_ms) plus payload as bytes.
     @abstractmethod
-    def upsert_schedule(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate and store; an unchanged spec keeps next_run_ms, a changed one (or a
-        resumed schedule) re-anchors to the first tick after the store's now."""
+    def upsert_schedule(self, schedule: Schedule | Mapping[str, Any]) -> Schedule:
+        """Validate and store `schedule`: a Schedule (e.g. one read back and edited
+        with dataclasses.replace) or a mapping of its field names (id, kind and spec
+        required, the others defaulted). The store's own fields, next_run_ms and the
+        timestamps, are ignored if given. An unchanged spec keeps next_run_ms, a changed
+        one (or a resumed schedule) re-anchors to the first tick after the store's now.
+        Returns it as stored."""
 
     @abstractmethod
     def delete_schedule(self, schedule_id: str) -> None:

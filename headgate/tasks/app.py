@@ -28,7 +28,7 @@ import asyncio
 import inspect
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from headgate.core import EnqueueForbidden, Envelope, InvalidInput, schedule_spec
@@ -425,19 +425,20 @@ class App:
         upserted, pruned = [], []
         for sid, declared in self._schedules.items():
             existing = store.get_schedule(sid)
-            if existing is not None and all(
-                    existing.get(k) == declared.get(k, _DEFAULTS.get(k)) for k in SCHEDULE_KEYS):
+            stored = asdict(existing) if existing is not None else None
+            if stored is not None and all(
+                    stored[k] == declared.get(k, _DEFAULTS.get(k)) for k in SCHEDULE_KEYS):
                 continue
             row = dict(declared)
             if existing is not None:
-                row["paused"] = existing["paused"]
+                row["paused"] = existing.paused
             store.upsert_schedule(row)
             upserted.append(sid)
         if self.periodic_prune:
-            for existing in store.list_schedules():
-                if existing["id"] not in self._schedules:
-                    store.delete_schedule(existing["id"])
-                    pruned.append(existing["id"])
+            for found in store.list_schedules():
+                if found.id not in self._schedules:
+                    store.delete_schedule(found.id)
+                    pruned.append(found.id)
         return {"upserted": upserted, "pruned": pruned}
 
     def worker(self, queues: Sequence[str] | None = None, concurrency: int = 10,

@@ -297,7 +297,7 @@ def _settings_snapshot(store: Any) -> Any:
              for q in store.queue_stats()],
             [(r.name, r.paused, r.limit_per_window) for r in store.rate_classes()],
             store.concurrency_limits(), store.quarantine_list(),
-            [(x["id"], x["paused"]) for x in store.list_schedules()],
+            [(x.id, x.paused) for x in store.list_schedules()],
             [(w.worker_id, w.pending_signal) for w in store.list_workers(10**9)])
 
 

@@ -162,7 +162,7 @@ def test_two_processes_run_each_duty_once_and_fire_each_tick_once(
     assert 9 <= len(ticks) <= 12
     assert ticks[-1] <= first_enqueue
     events = store.list_schedule_events("every-second", None, 100)
-    assert {e["outcome"] for e in events} == {"enqueued"}
+    assert {e.outcome for e in events} == {"enqueued"}
     assert len(events) == len(ticks)
     store.close()
 
@@ -412,7 +412,7 @@ def test_two_schedulers_enqueue_each_backfilled_tick_exactly_once(
         # Caught up: each schedule within two ticks of now (at @every:100 a loaded
         # machine may never see all three ahead of the clock at once).
         wait_for(lambda: all(
-            store.get_schedule(f"s{i}")["next_run_ms"] > store.now_ms() - 200  # type: ignore[index]
+            store.get_schedule(f"s{i}").next_run_ms > store.now_ms() - 200  # type: ignore[union-attr]
             for i in range(3)), 20)
         time.sleep(0.3)
     finally:
@@ -524,7 +524,7 @@ def test_scheduler_duty_fires_schedules_with_the_runner_client(store: Store) -> 
     assert len(jobs) >= 2
     for job in jobs:
         assert job.periodic_tick_ms is not None
-        assert job.periodic_tick_ms >= row["next_run_ms"]
+        assert job.periodic_tick_ms >= row.next_run_ms
         assert job.id == f"periodic:s:{job.periodic_tick_ms}"
 
 

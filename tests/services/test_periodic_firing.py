@@ -19,6 +19,7 @@ import pytest
 import headgate
 from headgate import Client, Store
 from headgate.core import InvalidInput, NotFound
+from headgate.core.records import ScheduleEventEntry
 from headgate.services.client import EnqueueContext
 from headgate.services.scheduling import fire_due_schedules, run_schedule_now
 
@@ -32,7 +33,7 @@ def wait_until(store: Store, at_ms: int) -> None:
         time.sleep(max(0.001, min(0.05, (at_ms - store.now_ms()) / 1000)))
 
 
-def events(store: Store, sid: str, limit: int = 200) -> list[dict[str, Any]]:
+def events(store: Store, sid: str, limit: int = 200) -> list[ScheduleEventEntry]:
     return store.list_schedule_events(sid, None, limit)
 
 
@@ -47,11 +48,11 @@ def periodic_jobs(all_jobs: Callable[..., list[headgate.Job]], store: Store,
 
 def test_delete_keeps_events(store: Store) -> None:
     row = store.upsert_schedule(sched())
-    wait_until(store, row["next_run_ms"])
-    assert fire_due_schedules(store, now_ms=row["next_run_ms"]) == 1
+    wait_until(store, row.next_run_ms)
+    assert fire_due_schedules(store, now_ms=row.next_run_ms) == 1
     store.delete_schedule("s1")
     assert store.get_schedule("s1") is None
-    assert [e["outcome"] for e in events(store, "s1")] == ["enqueued"]
+    assert [e.outcome for e in events(store, "s1")] == ["enqueued"]
     with pytest.raises(NotFound):
         store.delete_schedule("s1")
 
@@ -62,7 +63,7 @@ def test_delete_keeps_events(store: Store) -> None:
 def test_fire_enqueues_with_deterministic_id_and_periodic_origin(store: Store) -> None:
     row = store.upsert_schedule(sched(queue="reports", priority=3, partition_key="t1",
                                       max_attempts=4, retention_ms=1000))
-    tick = row["next_run_ms"]
+    tick = row.next_run_ms
     assert fire_due_schedules(store) == 0  # not due yet
     wait_until(store, tick)
     assert fire_due_schedules(store, now_ms=tick) == 1
@@ -74,28 +75,27 @@ def test_fire_enqueues_with_deterministic_id_and_periodic_origin(store: Store) -
                                                     1000)
     after = store.get_schedule("s1")
     assert after is not None
-    assert after["next_run_ms"] == tick + 200
-    assert after["last_enqueued_ms"] is not None
+    assert after.next_run_ms == tick + 200
+    assert after.last_enqueued_ms is not None
     (event,) = events(store, "s1")
-    assert {k: event[k] for k in ("schedule_id", "tick_ms", "job_id", "outcome", "reason")} \
-        == {"schedule_id": "s1", "tick_ms": tick, "job_id": job.id, "outcome": "enqueued",
-            "reason": "scheduled"}
+    assert (event.schedule_id, event.tick_ms, event.job_id, event.outcome, event.reason) \
+        == ("s1", tick, job.id, "enqueued", "scheduled")
 
 
 def test_crashed_tick_is_not_enqueued_twice(store: Store, all_jobs) -> None:
     """A previous scheduler enqueued the tick's job and died before advancing: the retry
     finds the job by its deterministic id and records `deduplicated`."""
     row = store.upsert_schedule(sched())
-    tick = row["next_run_ms"]
+    tick = row.next_run_ms
     wait_until(store, tick)
     Client(store).enqueue("report", b"p", id=f"periodic:s1:{tick}", retention_ms=0,
                           periodic_schedule_id="s1", periodic_tick_ms=tick)
     assert fire_due_schedules(store, now_ms=tick) == 0
     assert len(periodic_jobs(all_jobs, store, "s1")) == 1
     (event,) = events(store, "s1")
-    assert (event["outcome"], event["reason"], event["job_id"]) == (
+    assert (event.outcome, event.reason, event.job_id) == (
         "deduplicated", "exists", f"periodic:s1:{tick}")
-    assert store.get_schedule("s1")["next_run_ms"] == tick + 200  # type: ignore[index]
+    assert store.get_schedule("s1").next_run_ms == tick + 200  # type: ignore[union-attr]
 
 
 def test_concurrent_schedulers_enqueue_each_tick_once(
@@ -104,7 +104,7 @@ def test_concurrent_schedulers_enqueue_each_tick_once(
     """Two processes' schedulers firing the same due tick at once (e.g. across a duty
     lease hand-over) create one job."""
     row = store.upsert_schedule(sched(spec="@every:1000"))
-    tick = row["next_run_ms"]
+    tick = row.next_run_ms
     others = [open_more() for _ in range(3)]
     wait_until(store, tick)
     barrier = threading.Barrier(len(others))
@@ -121,7 +121,7 @@ def test_concurrent_schedulers_enqueue_each_tick_once(
         t.join()
     assert sum(counts) == 1
     assert [j.id for j in periodic_jobs(all_jobs, store, "s1")] == [f"periodic:s1:{tick}"]
-    outcomes = sorted(e["outcome"] for e in events(store, "s1"))
+    outcomes = sorted(e.outcome for e in events(store, "s1"))
     assert outcomes.count("enqueued") == 1
     assert set(outcomes) <= {"enqueued", "deduplicated"}
 
@@ -137,7 +137,7 @@ def _run_and_delete(store: Store) -> list[str]:
 
 
 def _enqueued_ticks(store: Store, sid: str) -> list[int]:
-    return sorted(e["tick_ms"] for e in events(store, sid) if e["outcome"] == "enqueued")
+    return sorted(e.tick_ms for e in events(store, sid) if e.outcome == "enqueued")
 
 
 def test_stale_scheduler_does_not_reenqueue_ticks_that_ran_and_were_deleted(
@@ -148,7 +148,7 @@ def test_stale_scheduler_does_not_reenqueue_ticks_that_ran_and_were_deleted(
     ticks again would run each twice."""
     row = store.upsert_schedule(sched(spec="@every:100", on_missed="backfill",
                                       backfill_limit=5))
-    wait_until(store, row["next_run_ms"] + 450)
+    wait_until(store, row.next_run_ms + 450)
     other = open_more()
     ran: list[str] = []
 
@@ -161,7 +161,7 @@ def test_stale_scheduler_does_not_reenqueue_ticks_that_ran_and_were_deleted(
     assert fire_due_schedules(store, client=Client(store, middleware=[twin_fires_first])) == 0
     assert len(ran) >= 5
     assert _run_and_delete(store) == []  # nothing enqueued a second time
-    assert sorted(e["job_id"] for e in events(store, "s1") if e["outcome"] == "enqueued") \
+    assert sorted(e.job_id for e in events(store, "s1") if e.outcome == "enqueued") \
         == sorted(ran)
 
 
@@ -173,7 +173,7 @@ def test_a_scheduler_that_loses_its_lease_stops_and_the_next_continues(
     is enqueued exactly once."""
     row = store.upsert_schedule(sched(spec="@every:50", on_missed="backfill",
                                       backfill_limit=20))
-    wait_until(store, row["next_run_ms"] + 500)  # 11 ticks due
+    wait_until(store, row.next_run_ms + 500)  # 11 ticks due
     asked: list[bool] = []
 
     def held_for_four_checks() -> bool:
@@ -182,7 +182,7 @@ def test_a_scheduler_that_loses_its_lease_stops_and_the_next_continues(
 
     first = fire_due_schedules(store, still_held=held_for_four_checks)
     assert 1 <= first < 11
-    assert store.get_schedule("s1")["next_run_ms"] < store.now_ms()  # type: ignore[index]
+    assert store.get_schedule("s1").next_run_ms < store.now_ms()  # type: ignore[union-attr]
     ran = _run_and_delete(store)
     assert len(ran) == first
     later = open_more()
@@ -190,7 +190,7 @@ def test_a_scheduler_that_loses_its_lease_stops_and_the_next_continues(
     ran += _run_and_delete(later)
     ticks = _enqueued_ticks(store, "s1")
     assert sorted(int(j.rsplit(":", 1)[1]) for j in ran) == ticks
-    assert ticks == list(range(row["next_run_ms"], ticks[-1] + 1, 50))  # none twice
+    assert ticks == list(range(row.next_run_ms, ticks[-1] + 1, 50))  # none twice
     assert fire_due_schedules(store, still_held=lambda: False) == 0
 
 
@@ -200,29 +200,29 @@ def test_schedule_without_a_next_tick_is_paused_not_refired(store: Store) -> Non
     row = store.upsert_schedule(sched(spec="@every:100"))
     with store.db.write() as (conn, _):  # type: ignore[attr-defined]
         conn.execute("UPDATE schedules SET spec = ? WHERE id = ?", ("0 0 30 2 *", "s1"))
-    wait_until(store, row["next_run_ms"])
+    wait_until(store, row.next_run_ms)
     assert fire_due_schedules(store) == 0
     assert fire_due_schedules(store) == 0
-    assert store.get_schedule("s1")["paused"] is True  # type: ignore[index]
-    assert [(e["outcome"], e["reason"], e["tick_ms"]) for e in events(store, "s1")] == [
-        ("failed", "no_next_tick", row["next_run_ms"])]
+    assert store.get_schedule("s1").paused is True  # type: ignore[union-attr]
+    assert [(e.outcome, e.reason, e.tick_ms) for e in events(store, "s1")] == [
+        ("failed", "no_next_tick", row.next_run_ms)]
 
 
 def test_paused_schedule_does_not_fire_and_resume_does_not_replay(store: Store) -> None:
     row = store.upsert_schedule(sched(spec="@every:100", paused=True))
-    wait_until(store, row["next_run_ms"] + 350)
+    wait_until(store, row.next_run_ms + 350)
     assert fire_due_schedules(store) == 0
     assert events(store, "s1") == []
     resumed = store.upsert_schedule(sched(spec="@every:100", paused=False))
-    assert resumed["next_run_ms"] > row["next_run_ms"] + 300
-    assert fire_due_schedules(store, now_ms=resumed["updated_at_ms"]) == 0
+    assert resumed.next_run_ms > row.next_run_ms + 300
+    assert fire_due_schedules(store, now_ms=resumed.updated_at_ms) == 0
 
 
 def test_events_bounded_to_newest_100_and_paged(store: Store, all_jobs) -> None:
     # 10 ms ticks, backfill up to 150 of them after a 1.6 s pause: many ticks, cheaply.
     row = store.upsert_schedule(sched(spec="@every:10", on_missed="backfill",
                                       backfill_limit=150))
-    wait_until(store, row["next_run_ms"] + 1600)
+    wait_until(store, row.next_run_ms + 1600)
     assert fire_due_schedules(store) == 150
     jobs = periodic_jobs(all_jobs, store, "s1")
     assert len(jobs) == 150
@@ -230,8 +230,8 @@ def test_events_bounded_to_newest_100_and_paged(store: Store, all_jobs) -> None:
     assert ticks == list(range(ticks[0], ticks[0] + 1500, 10))
     newest = events(store, "s1", 1000)
     assert len(newest) == 100
-    assert [e["tick_ms"] for e in newest] == sorted(ticks, reverse=True)[:100]
-    assert [e["event_id"] for e in newest] == sorted((e["event_id"] for e in newest),
+    assert [e.tick_ms for e in newest] == sorted(ticks, reverse=True)[:100]
+    assert [e.event_id for e in newest] == sorted((e.event_id for e in newest),
                                                      reverse=True)
     # Keyset pages: 30 + 30 + 30 + 10, no overlap, same order.
     pages, cursor = [], None
@@ -240,14 +240,14 @@ def test_events_bounded_to_newest_100_and_paged(store: Store, all_jobs) -> None:
         pages.extend(page)
         if len(page) < 30:
             break
-        cursor = page[-1]["event_id"]
+        cursor = page[-1].event_id
     assert pages == newest
     # More events keep the bound: each run-now adds one.
     for i in range(5):
         run_schedule_now(store, "s1", f"key-{i}")
     after = events(store, "s1", 1000)
     assert len(after) == 100
-    assert [e["reason"] for e in after[:5]] == ["run_now"] * 5
+    assert [e.reason for e in after[:5]] == ["run_now"] * 5
 
 
 def test_missed_ticks_recovery_per_policy(store: Store, all_jobs) -> None:
@@ -255,7 +255,7 @@ def test_missed_ticks_recovery_per_policy(store: Store, all_jobs) -> None:
     for policy in ("skip", "run_once", "backfill"):
         store.upsert_schedule(sched(id=policy, spec="@every:200", on_missed=policy,
                                     backfill_limit=3))
-    start = max(s["next_run_ms"] for s in store.list_schedules())
+    start = max(s.next_run_ms for s in store.list_schedules())
     wait_until(store, start + 50)
     # On time: one each (evaluated as of start + 50 however slow this machine is).
     assert fire_due_schedules(store, now_ms=start + 50, misfire_grace_ms=500) == 3
@@ -267,7 +267,7 @@ def test_missed_ticks_recovery_per_policy(store: Store, all_jobs) -> None:
 
     skip = periodic_jobs(all_jobs, store, "skip")
     assert len(skip) == 1  # only the on-time tick before the outage
-    assert [(e["outcome"], e["reason"], e["tick_ms"]) for e in events(store, "skip")][0] == (
+    assert [(e.outcome, e.reason, e.tick_ms) for e in events(store, "skip")][0] == (
         "skipped", "missed", latest)
 
     once = periodic_jobs(all_jobs, store, "run_once")
@@ -275,11 +275,11 @@ def test_missed_ticks_recovery_per_policy(store: Store, all_jobs) -> None:
 
     fill = periodic_jobs(all_jobs, store, "backfill")
     assert [j.periodic_tick_ms for j in fill][1:] == [latest - 400, latest - 200, latest]
-    assert [e["reason"] for e in events(store, "backfill")][:3] == [
+    assert [e.reason for e in events(store, "backfill")][:3] == [
         "scheduled", "backfill", "backfill"]
 
     for policy in ("skip", "run_once", "backfill"):
-        assert store.get_schedule(policy)["next_run_ms"] == latest + 200  # type: ignore[index]
+        assert store.get_schedule(policy).next_run_ms == latest + 200  # type: ignore[union-attr]
     # Back on time, skip fires normally again.
     wait_until(store, latest + 250)
     assert fire_due_schedules(store, now_ms=latest + 250, misfire_grace_ms=500) == 3
@@ -289,7 +289,7 @@ def test_missed_ticks_recovery_per_policy(store: Store, all_jobs) -> None:
 def test_run_once_collapses_and_skip_within_grace_fires_latest(store: Store, all_jobs) -> None:
     for policy in ("skip", "run_once"):
         store.upsert_schedule(sched(id=policy, spec="@every:100", on_missed=policy))
-    start = max(s["next_run_ms"] for s in store.list_schedules())
+    start = max(s.next_run_ms for s in store.list_schedules())
     wait_until(store, start + 450)  # ~5 ticks due, but within the default 60 s grace
     now = store.now_ms()
     assert fire_due_schedules(store, now_ms=now) == 2
@@ -308,15 +308,15 @@ def test_enqueue_authorizer_sees_periodic_jobs(store: Store, all_jobs) -> None:
     client = Client(store, authorizer=authorizer)
     store.upsert_schedule(sched(id="ok", kind="report"))
     store.upsert_schedule(sched(id="no", kind="forbidden-kind"))
-    wait_until(store, max(s["next_run_ms"] for s in store.list_schedules()))
+    wait_until(store, max(s.next_run_ms for s in store.list_schedules()))
     assert fire_due_schedules(store, client=client) == 1
     assert ("periodic", "report") in seen and ("periodic", "forbidden-kind") in seen
     (event,) = events(store, "no")
-    assert (event["outcome"], event["reason"], event["job_id"]) == (
+    assert (event.outcome, event.reason, event.job_id) == (
         "failed", "forbidden", None)
     assert periodic_jobs(all_jobs, store, "no") == []
     # A failed tick is recorded and the schedule still advances.
-    assert store.get_schedule("no")["next_run_ms"] > event["tick_ms"]  # type: ignore[index]
+    assert store.get_schedule("no").next_run_ms > event.tick_ms  # type: ignore[union-attr]
 
 
 def test_middleware_and_hooks_apply_to_periodic_jobs(store: Store) -> None:
@@ -328,11 +328,11 @@ def test_middleware_and_hooks_apply_to_periodic_jobs(store: Store) -> None:
                           for e in batch])
 
     row = store.upsert_schedule(sched())
-    wait_until(store, row["next_run_ms"])
-    fire_due_schedules(store, now_ms=row["next_run_ms"],
+    wait_until(store, row.next_run_ms)
+    fire_due_schedules(store, now_ms=row.next_run_ms,
                        client=Client(store, middleware=[tag_it]))
     assert calls == ["periodic"]
-    job = store.get_job(f"periodic:s1:{row['next_run_ms']}")
+    job = store.get_job(f"periodic:s1:{row.next_run_ms}")
     assert job is not None and job.tags == ("cron",)
 
 
@@ -346,22 +346,22 @@ def test_backpressure_and_quarantine_are_recorded_as_failed(store: Store, quaran
     store.upsert_schedule(sched(id="full", queue="full"))
     store.upsert_schedule(sched(id="poison", payload=fp_payload))
     store.set_enqueue_limit("full", 0)
-    wait_until(store, max(s["next_run_ms"] for s in store.list_schedules()))
+    wait_until(store, max(s.next_run_ms for s in store.list_schedules()))
     assert fire_due_schedules(store) == 0
-    assert [(e["outcome"], e["reason"]) for e in events(store, "full")] == [
+    assert [(e.outcome, e.reason) for e in events(store, "full")] == [
         ("failed", "backpressure")]
-    assert [(e["outcome"], e["reason"]) for e in events(store, "poison")] == [
+    assert [(e.outcome, e.reason) for e in events(store, "poison")] == [
         ("failed", "quarantined")]
 
 
 def test_edited_schedule_after_enqueue_counts_as_deduplicated(store: Store) -> None:
     row = store.upsert_schedule(sched())
-    tick = row["next_run_ms"]
+    tick = row.next_run_ms
     wait_until(store, tick)
     Client(store).enqueue("report", b"old payload", id=f"periodic:s1:{tick}")
     assert fire_due_schedules(store, now_ms=tick) == 0
     (event,) = events(store, "s1")
-    assert (event["outcome"], event["reason"]) == ("deduplicated", "id_conflict")
+    assert (event.outcome, event.reason) == ("deduplicated", "id_conflict")
 
 
 def test_now_ms_cannot_be_in_the_future(store: Store) -> None:
@@ -386,9 +386,9 @@ def test_run_now_enqueues_one_extra_job_and_dedups_per_key(store: Store, all_job
     assert job.periodic_origin["schedule_id"] == "s1"
     after = store.get_schedule("s1")
     assert after is not None
-    assert after["next_run_ms"] == row["next_run_ms"]
-    assert after["last_enqueued_ms"] is not None
-    assert [(e["outcome"], e["reason"]) for e in events(store, "s1")] == [
+    assert after.next_run_ms == row.next_run_ms
+    assert after.last_enqueued_ms is not None
+    assert [(e.outcome, e.reason) for e in events(store, "s1")] == [
         ("enqueued", "run_now"), ("enqueued", "run_now")]
 
 
@@ -409,7 +409,7 @@ def test_run_now_errors(store: Store) -> None:
     store.set_enqueue_limit("closed", 0)
     with pytest.raises(headgate.core.Backpressure):
         run_schedule_now(store, "s1", "k")
-    assert [(e["outcome"], e["reason"]) for e in events(store, "s1")] == [
+    assert [(e.outcome, e.reason) for e in events(store, "s1")] == [
         ("failed", "backpressure")]
     denied = Client(store, authorizer=lambda ctx, env: ctx.source != "http")
     with pytest.raises(headgate.core.EnqueueForbidden):

@@ -91,7 +91,7 @@ def test_periodic_args_that_do_not_fit_the_function_are_refused_at_declaration(
     assert app.sync_schedules(store)["upserted"] == [] and store.list_schedules() == []
     app.periodic("@every:1000", name="ticks.scale", args=(3,))(scale)
     assert app.sync_schedules(store)["upserted"] == ["ticks.scale"]
-    assert [s["id"] for s in store.list_schedules()] == ["ticks.scale"]
+    assert [s.id for s in store.list_schedules()] == ["ticks.scale"]
 
 
 def test_testing_runs_tasks_through_admission(store: Store) -> None:

@@ -45,5 +45,5 @@ def test_the_readme_example_runs_with_a_real_worker(tmp_path: Path) -> None:
     # The worker upserted the declared schedule at start.
     assert "reports.digest" in subprocess.run(
         [sys.executable, "-c", "import headgate; s = headgate.open_store('sqlite:///headgate.db');"
-         " print([x['id'] for x in s.list_schedules()])"],
+         " print([x.id for x in s.list_schedules()])"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60).stdout

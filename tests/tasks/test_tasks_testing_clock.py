@@ -138,7 +138,7 @@ def test_a_periodic_task_fires_when_the_clock_reaches_its_tick() -> None:
     with app.testing() as t:
         t.run_all()
         assert ran == [] and t.jobs() == []
-        tick = t.store.get_schedule("hourly")["next_run_ms"]
+        tick = t.store.get_schedule("hourly").next_run_ms
         t.advance(ms=tick - t.now_ms())
         t.run_all()
         assert ran == ["tick"]

@@ -151,12 +151,15 @@ def test_a_schedule_declared_in_code_is_upserted_at_start_and_fires(app, worker,
     proc = worker()
     wait_for(lambda: (tmp_path / "heartbeat").exists(), 30, f"a tick\n{proc.log()}")
     schedule = app.store.get_schedule("tasks-heartbeat")
-    assert schedule["kind"] == "tasks_app.heartbeat" and schedule["spec"] == "@every:300"
+    assert schedule is not None
+    assert (schedule.kind, schedule.spec) == ("tasks_app.heartbeat", "@every:300")
     proc.stop()
     # A second start with the same declaration keeps the schedule's next_run_ms.
     before = app.store.get_schedule("tasks-heartbeat")
     assert tasks_app.app.sync_schedules(app.store) == {"upserted": [], "pruned": []}
-    assert app.store.get_schedule("tasks-heartbeat")["next_run_ms"] == before["next_run_ms"]
+    after = app.store.get_schedule("tasks-heartbeat")
+    assert after is not None and before is not None
+    assert after.next_run_ms == before.next_run_ms
 
 
 def test_transactional_enqueue_async_rolled_back_enqueues_nothing(app, worker,

@@ -9,6 +9,7 @@ then record, then advance) is a service, `headgate/services/scheduling.py`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from headgate.core import (
@@ -22,6 +23,7 @@ from headgate.core import (
 )
 from headgate.core.envelope import check_int, check_text
 from headgate.core.policy import ON_MISSED
+from headgate.core.records import Schedule, ScheduleEventEntry
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
 from .conn import Connection
@@ -41,8 +43,8 @@ SCHEDULE_FIELDS = (
     "backfill_limit", "paused", "created_at_ms", "updated_at_ms",
 )
 SCHEDULE_COLUMNS = ", ".join(SCHEDULE_FIELDS)
-# Keys a caller may send back unchanged (e.g. a dict from get_schedule); the store owns
-# their values.
+# Keys a caller may send back unchanged (e.g. a Schedule from get_schedule); the store
+# owns their values.
 READ_ONLY_KEYS = frozenset({"next_run_ms", "last_enqueued_ms", "created_at_ms", "updated_at_ms"})
 DEFAULTS: dict[str, Any] = {
     "payload": b"", "queue": "default", "partition_key": "", "rate_class": "", "priority": 0,
@@ -78,11 +80,13 @@ PRUNABLE_COUNTS = fill(Q["prunable_counts"], states=_TERMINAL_MARKS)
 PRUNE_TERMINAL = fill(Q["prune_terminal"], states=_TERMINAL_MARKS)
 
 
-def validate_schedule(schedule: Mapping[str, Any]) -> dict[str, Any]:
+def validate_schedule(schedule: Schedule | Mapping[str, Any]) -> dict[str, Any]:
     """A checked copy with defaults filled; InvalidInput names the first problem.
 
     Job fields go through Envelope validation so a schedule cannot hold a template that
     every tick would then fail to enqueue."""
+    if isinstance(schedule, Schedule):
+        schedule = asdict(schedule)
     if not isinstance(schedule, Mapping):
         raise InvalidInput("schedule must be a mapping")
     unknown = set(schedule) - set(SCHEDULE_FIELDS) - {"paused"}
@@ -111,23 +115,23 @@ def validate_schedule(schedule: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _row(row: Sequence[Any]) -> dict[str, Any]:
+def _row(row: Sequence[Any]) -> Schedule:
     out = dict(zip(SCHEDULE_FIELDS, row, strict=True))
     out["payload"] = bytes(out["payload"])
     out["paused"] = bool(out["paused"])
-    return out
+    return Schedule(**out)
 
 
-def get(conn: Connection, schedule_id: str) -> dict[str, Any] | None:
+def get(conn: Connection, schedule_id: str) -> Schedule | None:
     row = conn.execute(SELECT_SCHEDULE, (schedule_id,)).fetchone()
     return _row(row) if row is not None else None
 
 
-def list_all(conn: Connection) -> list[dict[str, Any]]:
+def list_all(conn: Connection) -> list[Schedule]:
     return [_row(r) for r in conn.execute(LIST_SCHEDULES)]
 
 
-def upsert(conn: Connection, now: int, checked: dict[str, Any]) -> dict[str, Any]:
+def upsert(conn: Connection, now: int, checked: dict[str, Any]) -> Schedule:
     """Insert or replace a validated schedule.
 
     `next_run_ms` is kept when the spec is unchanged (re-deploying the same schedule
@@ -135,16 +139,16 @@ def upsert(conn: Connection, now: int, checked: dict[str, Any]) -> dict[str, Any
     spec changed, the row is new, or a paused schedule is resumed: ticks suppressed
     while paused are not "missed", so resuming does not replay them."""
     old = get(conn, checked["id"])
-    resumed = old is not None and old["paused"] and not checked["paused"]
-    if old is not None and old["spec"] == checked["spec"] and not resumed:
-        next_run = old["next_run_ms"]
+    resumed = old is not None and old.paused and not checked["paused"]
+    if old is not None and old.spec == checked["spec"] and not resumed:
+        next_run = old.next_run_ms
     else:
         next_run = schedule_spec.next_after(checked["spec"], now)
     row = {
         **checked,
         "next_run_ms": next_run,
-        "last_enqueued_ms": old["last_enqueued_ms"] if old else None,
-        "created_at_ms": old["created_at_ms"] if old else now,
+        "last_enqueued_ms": old.last_enqueued_ms if old else None,
+        "created_at_ms": old.created_at_ms if old else now,
         "updated_at_ms": now,
         "paused": int(checked["paused"]),
     }
@@ -161,7 +165,7 @@ def delete(conn: Connection, schedule_id: str) -> None:
     conn.execute(DELETE_SCHEDULE_RUNS, (schedule_id,))
 
 
-def due(conn: Connection, now: int, limit: int) -> list[dict[str, Any]]:
+def due(conn: Connection, now: int, limit: int) -> list[Schedule]:
     return [_row(r) for r in conn.execute(DUE_SCHEDULES, (now, limit))]
 
 
@@ -185,7 +189,7 @@ def record_events(
 
 def list_events(
     conn: Connection, schedule_id: str, cursor: int | None, limit: int
-) -> list[dict[str, Any]]:
+) -> list[ScheduleEventEntry]:
     """Newest first; `cursor` is the last event_id of the previous page."""
     check_text("schedule id", schedule_id, 1, MAX_SCHEDULE_ID)
     check_int("limit", limit, 1, MAX_EVENTS_PAGE)
@@ -194,9 +198,7 @@ def list_events(
     rows = conn.execute(
         LIST_EVENTS, (schedule_id, cursor if cursor is not None else 2**63 - 1, limit),
     ).fetchall()
-    keys = ("event_id", "schedule_id", "tick_ms", "job_id", "outcome", "reason",
-            "recorded_at_ms")
-    return [dict(zip(keys, r, strict=True)) for r in rows]
+    return [ScheduleEventEntry(*r) for r in rows]
 
 
 def advance(

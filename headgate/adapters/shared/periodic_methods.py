@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from headgate.core import Envelope, InvalidInput
 from headgate.core.envelope import check_int
-from headgate.core.records import PruneReport
+from headgate.core.records import PruneReport, Schedule, ScheduleEventEntry
 from headgate.store.port import ScheduleEvent, ScheduleStep, TickInsert
 
 from . import periodic
@@ -51,18 +51,18 @@ class PeriodicMethods:
                      envs: Sequence[Envelope]) -> EnqueueResult: ...
 
     # -- schedules ---------------------------------------------------------------------
-    def upsert_schedule(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
-        """Create or replace a schedule; returns the stored row (wire names, payload as
-        bytes). Raises InvalidInput naming the first bad field."""
+    def upsert_schedule(self, schedule: Schedule | Mapping[str, Any]) -> Schedule:
+        """Create or replace a schedule; returns it as stored. Raises InvalidInput
+        naming the first bad field."""
         checked = periodic.validate_schedule(schedule)
         with self.db.write() as (conn, now):
             return periodic.upsert(conn, now, checked)
 
-    def list_schedules(self) -> list[dict[str, Any]]:
+    def list_schedules(self) -> list[Schedule]:
         with self.db.read() as conn:
             return periodic.list_all(conn)
 
-    def get_schedule(self, schedule_id: str) -> dict[str, Any] | None:
+    def get_schedule(self, schedule_id: str) -> Schedule | None:
         with self.db.read() as conn:
             return periodic.get(conn, schedule_id)
 
@@ -73,14 +73,14 @@ class PeriodicMethods:
 
     def list_schedule_events(
         self, schedule_id: str, cursor: int | None = None, limit: int = 30
-    ) -> list[dict[str, Any]]:
+    ) -> list[ScheduleEventEntry]:
         """Newest first, keyset by event_id: pass the last event_id seen as `cursor`.
         Works for deleted schedules too (their events outlive them)."""
         with self.db.read() as conn:
             return periodic.list_events(conn, schedule_id, cursor, limit)
 
     # -- firing steps (the firing itself: headgate/services/scheduling.py) ---------------------
-    def due_schedules(self, now_ms: int, limit: int) -> list[dict[str, Any]]:
+    def due_schedules(self, now_ms: int, limit: int) -> list[Schedule]:
         with self.db.read() as conn:
             return periodic.due(conn, now_ms, limit)
 

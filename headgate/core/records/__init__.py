@@ -18,6 +18,7 @@ from .queues import (
     QueueExtras,
     QueueStats,
 )
+from .schedules import Schedule, ScheduleEventEntry
 from .upkeep import (
     BucketCounts,
     DutyHolder,
@@ -31,5 +32,5 @@ from .workers import HeartbeatReply, RunningJob, WorkerBeat, WorkerRecord
 __all__ = ["AdaptiveState", "AdmissionRejections", "AuditEntry", "BucketCounts", "ConcurrencyLimit",
            "DutyHolder", "HeartbeatReply", "HistoryBucket", "Operation", "OrphanSweep",
            "PartitionState", "PruneReport", "QuarantineEntry", "QueueExtras", "QueueStats",
-           "RateClassChange", "RateClassState", "RunningJob", "TransactionHorizon",
-           "UniqueKeyCounts", "WorkerBeat", "WorkerRecord"]
+           "RateClassChange", "RateClassState", "RunningJob", "Schedule", "ScheduleEventEntry",
+           "TransactionHorizon", "UniqueKeyCounts", "WorkerBeat", "WorkerRecord"]
