@@ -9,7 +9,7 @@ costs one gather and one `forecast_inputs` read for its waiting jobs, not one pe
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -130,7 +130,7 @@ class Forecaster:
     def predict_jobs(self, jobs: Sequence[Job]) -> dict[str, Prediction]:
         """Each job's expected start: one read of places for the waiting ones."""
         waiting = [j for j in jobs if j.state is State.AVAILABLE]
-        ahead = self.store.forecast_inputs([j.id for j in waiting], [])["ahead"] if waiting else {}
+        ahead = self.store.forecast_inputs([j.id for j in waiting], []).ahead if waiting else {}
         snap = self.snapshot({j.queue for j in waiting}) if waiting else None
         out: dict[str, Prediction] = {}
         for job in jobs:
@@ -194,13 +194,13 @@ class Forecaster:
         to drain and its oldest job's expected start, and the longest time to drain."""
         candidates = self.backlog_queues()
         inputs = self.store.forecast_inputs([], candidates)
-        mix: Mapping[str, Mapping[str, int]] = inputs["classes"]
+        mix = inputs.classes
         using = [q for q in candidates if change.rate_class in mix.get(q, {})]
         queues = self.affected_queues(change, using)
-        oldest: Mapping[str, str] = inputs["oldest"]
+        oldest = inputs.oldest
         jobs = {q: self.store.get_job(oldest[q]) for q in queues if q in oldest}
         ahead = self.store.forecast_inputs(
-            [j.id for j in jobs.values() if j is not None], [])["ahead"]
+            [j.id for j in jobs.values() if j is not None], []).ahead
         before_snap = self.snapshot(queues)
         after_snap = apply(before_snap, change)
         rows = []

@@ -38,6 +38,7 @@ from headgate.core.records import (
     BucketCounts,
     ConcurrencyLimit,
     DutyHolder,
+    ForecastInputs,
     HeartbeatReply,
     HistoryBucket,
     Operation,
@@ -487,13 +488,11 @@ class Inspection(StoreBasics, Protocol):
 
     @abstractmethod
     def forecast_inputs(self, job_ids: Sequence[str] = (),
-                        queues: Sequence[str] = ()) -> dict[str, Any]:
-        """What the start forecast needs beyond the counters, in one read: `{"ahead":
-        {job_id: n}}` for each of `job_ids` that is available, the available jobs
-        before it in its partition's admission order (higher priority, then older),
-        counted up to `ahead_limit`; `{"oldest": {queue: job_id}}`, each of `queues`'
-        longest-waiting available job; `{"classes": {queue: {rate_class: n}}}`, its
-        available jobs by rate class in a sample of at most `class_sample`."""
+                        queues: Sequence[str] = ()) -> ForecastInputs:
+        """What the start forecast needs beyond the counters, in one read: for each of
+        `job_ids` that is available, the available jobs before it in its partition's
+        admission order (higher priority, then older); for each of `queues`, its
+        longest-waiting available job and its available jobs by rate class."""
 
     @abstractmethod
     def get_operation(self, op_id: str) -> Operation | None: ...

@@ -7,7 +7,8 @@ the class mix is a sample of CLASS_SAMPLE jobs, so a deep backlog costs a bounde
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+
+from headgate.core.records import ForecastInputs
 
 from .conn import Connection
 from .queries import load
@@ -23,7 +24,7 @@ SELECT_CLASS_MIX = Q["select_class_mix"]
 
 
 def forecast_inputs(conn: Connection, job_ids: Sequence[str],
-                    queues: Sequence[str]) -> dict[str, Any]:
+                    queues: Sequence[str]) -> ForecastInputs:
     ahead: dict[str, int] = {}
     for job_id in dict.fromkeys(job_ids):
         row = conn.execute(SELECT_PLACE, (job_id,)).fetchone()
@@ -42,5 +43,4 @@ def forecast_inputs(conn: Connection, job_ids: Sequence[str],
         mix = {name: n for name, n in conn.execute(SELECT_CLASS_MIX, (queue, CLASS_SAMPLE))}
         if mix:
             classes[queue] = mix
-    return {"ahead": ahead, "oldest": oldest, "classes": classes,
-            "ahead_limit": AHEAD_LIMIT, "class_sample": CLASS_SAMPLE}
+    return ForecastInputs(ahead, oldest, classes, AHEAD_LIMIT, CLASS_SAMPLE)

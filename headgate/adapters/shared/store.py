@@ -25,6 +25,7 @@ from headgate.core.records import (
     BucketCounts,
     ConcurrencyLimit,
     DutyHolder,
+    ForecastInputs,
     HeartbeatReply,
     HistoryBucket,
     OrphanSweep,
@@ -211,7 +212,7 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
             return latency.rows_since(conn, since_ms)
 
     def forecast_inputs(self, job_ids: Sequence[str] = (),
-                        queues: Sequence[str] = ()) -> dict[str, Any]:
+                        queues: Sequence[str] = ()) -> ForecastInputs:
         with self.db.read() as conn:
             return forecast_reads.forecast_inputs(conn, list(job_ids), list(queues))
 

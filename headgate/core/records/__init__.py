@@ -13,6 +13,7 @@ from .policy import (
 )
 from .queues import (
     AdmissionRejections,
+    ForecastInputs,
     HistoryBucket,
     PartitionState,
     QueueExtras,
@@ -30,7 +31,8 @@ from .upkeep import (
 from .workers import HeartbeatReply, RunningJob, WorkerBeat, WorkerRecord
 
 __all__ = ["AdaptiveState", "AdmissionRejections", "AuditEntry", "BucketCounts", "ConcurrencyLimit",
-           "DutyHolder", "HeartbeatReply", "HistoryBucket", "Operation", "OrphanSweep",
-           "PartitionState", "PruneReport", "QuarantineEntry", "QueueExtras", "QueueStats",
-           "RateClassChange", "RateClassState", "RunningJob", "Schedule", "ScheduleEventEntry",
-           "TransactionHorizon", "UniqueKeyCounts", "WorkerBeat", "WorkerRecord"]
+           "DutyHolder", "ForecastInputs", "HeartbeatReply", "HistoryBucket", "Operation",
+           "OrphanSweep", "PartitionState", "PruneReport", "QuarantineEntry", "QueueExtras",
+           "QueueStats", "RateClassChange", "RateClassState", "RunningJob", "Schedule",
+           "ScheduleEventEntry", "TransactionHorizon", "UniqueKeyCounts", "WorkerBeat",
+           "WorkerRecord"]

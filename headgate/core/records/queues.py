@@ -69,3 +69,18 @@ class HistoryBucket:
     failed: int = 0
     depth: int | None = None
     admission_rejections: AdmissionRejections = AdmissionRejections()
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastInputs:
+    """What the start forecast reads beyond the counters, each part bounded: `ahead`,
+    per waiting job asked about, the available jobs before it in its partition's
+    admission order (counted up to `ahead_limit`); `oldest`, per queue asked about, its
+    longest-waiting available job; `classes`, per such queue, its available jobs by
+    rate class in a sample of at most `class_sample`."""
+
+    ahead: Mapping[str, int]
+    oldest: Mapping[str, str]
+    classes: Mapping[str, Mapping[str, int]]
+    ahead_limit: int
+    class_sample: int
