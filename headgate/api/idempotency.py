@@ -29,6 +29,8 @@ import time
 
 import flask
 
+from headgate.core.records import IdempotencyRecord
+
 from .context import caller, idempotency_key, store
 from .errors import ApiError
 
@@ -125,10 +127,10 @@ def release(scope: str, claimed_at: float) -> None:
             _unreleased[scope] = claimed_at
 
 
-def released_for_retry(scope: str, record: dict) -> bool:
+def released_for_retry(scope: str, record: IdempotencyRecord) -> bool:
     """Whether `record` is this process's own claim of the key, left in progress by a
     request that has ended, and is now released (ask for the key again)."""
-    if record["state"] != "in_progress":
+    if record.state != "in_progress":
         return False
     with _unreleased_lock:
         claimed_at = _unreleased.pop(scope, None)
@@ -143,11 +145,11 @@ def released_for_retry(scope: str, record: dict) -> bool:
     return True
 
 
-def answer_existing(record: dict, wanted: str) -> flask.Response:
+def answer_existing(record: IdempotencyRecord, wanted: str) -> flask.Response:
     """A key that has a record: its replay, or why it cannot be replayed."""
-    if record["request_hash"] != wanted:
+    if record.request_hash != wanted:
         raise ApiError(422, "Idempotency-Key was already used with a different request")
-    if record["state"] != "done":
+    if record.state != "done":
         raise ApiError(409, "a request with this Idempotency-Key is still in progress",
                        headers={"Retry-After": "1"})
     return replay(record)
@@ -175,10 +177,11 @@ def unclaimed_error(error: Exception) -> Exception | flask.Response:
     return answer_existing(record, wanted)
 
 
-def replay(record: dict) -> flask.Response:
-    body: bytes = record["body"]
-    headers = dict(record["headers"])
-    status = int(record["status"])
+def replay(record: IdempotencyRecord) -> flask.Response:
+    assert record.status is not None  # a done record always has its answer's status
+    body = record.body
+    headers = dict(record.headers)
+    status = record.status
     if flask.request.endpoint in REPLAY_MARKED and 200 <= status < 300 and body:
         try:
             doc = json.loads(body)

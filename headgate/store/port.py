@@ -7,7 +7,9 @@ in the caller. The methods are grouped by who calls them (`Producer`, `Admission
 them, the one class an adapter implements, and a caller types its store as the
 narrowest role it uses. What an adapter offers beyond the port it says in
 `capabilities()` (store/capabilities.py), never by a method a caller must probe for.
-Many inspection records are still plain dicts keyed by the control API's wire names.
+What a method returns is a typed record (core/job.py, core/records/), never a dict
+shaped like an HTTP body: the web layer maps records to JSON, so the wire format can
+change without the port, and an adapter cannot drift from it unseen.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from headgate.core.records import (
     ForecastInputs,
     HeartbeatReply,
     HistoryBucket,
+    IdempotencyRecord,
     Operation,
     PartitionState,
     PruneReport,
@@ -101,7 +104,7 @@ class KeyedEnqueue:
     `duplicate` (the envelope's unique key is held; a holder's replacement is
     committed, and an answer only if `duplicate_answer` gave one)."""
 
-    record: dict[str, Any] | None = None
+    record: IdempotencyRecord | None = None
     ids: list[str] = field(default_factory=list)
     duplicate: Duplicate | None = None
 
@@ -115,7 +118,7 @@ class IdempotentWrite:
     `respond`, and both commit together or not at all. `queues` is where the caller says
     which queues it enqueued into, for the in-process wake-up after the commit."""
 
-    record: dict[str, Any] | None
+    record: IdempotencyRecord | None
     conn: Any = None
     queues: set[str] = field(default_factory=set)
     response: tuple[int, dict[str, str], bytes] | None = None
@@ -614,9 +617,8 @@ class Control(StoreBasics, Protocol):
     @abstractmethod
     def idempotency_begin(
         self, scope_key: str, request_hash: str, ttl_ms: int = 86_400_000
-    ) -> dict[str, Any] | None:
-        """Claim a key (None) or return its record: `{state, request_hash, status,
-        headers, body}` with state done or in_progress."""
+    ) -> IdempotencyRecord | None:
+        """Claim a key (None) or return its record (done, or in_progress)."""
 
     @abstractmethod
     def idempotency_complete(

@@ -21,6 +21,7 @@ from headgate.adapters.shared import idempotency
 from headgate.adapters.shared.enqueue_rows import EnqueueResult
 from headgate.adapters.shared.queries import fill, load
 from headgate.core import Duplicate, Envelope
+from headgate.core.records import IdempotencyRecord
 from headgate.store.port import Answer
 
 from .connection import PgDatabase
@@ -32,7 +33,7 @@ ENQUEUE_KEYED = fill(Q["enqueue_keyed"], one_args=ONE_ARGS)
 
 def enqueue_keyed(raw: psycopg.Connection, scope_key: str, request_hash: str,
                   env: Envelope, answer: Answer, origin: str | None, ttl_ms: int,
-                  ) -> dict | EnqueueResult:
+                  ) -> IdempotencyRecord | EnqueueResult:
     """On an autocommit connection: the key's live record (nothing enqueued), or what
     the enqueue did, its answer stored. Typed refusals raise after the commit, which
     then wrote nothing."""

@@ -16,7 +16,7 @@ from headgate.adapters.shared.queries import load
 from headgate.adapters.shared.store import SqlStore
 from headgate.core import Claim, Duplicate, Envelope, Outcome
 from headgate.core.envelope import check_text
-from headgate.core.records import TransactionHorizon
+from headgate.core.records import IdempotencyRecord, TransactionHorizon
 from headgate.store.activity import ActivityHub
 from headgate.store.capabilities import Capabilities
 from headgate.store.port import Answer, KeyedEnqueue
@@ -183,7 +183,7 @@ class PostgresStore(ServerAdmission, SqlStore):
         with self.db.autocommit() as conn:
             done = keyed.enqueue_keyed(conn.raw, scope_key, request_hash, env, answer,
                                        self._origin(), ttl_ms)
-        if isinstance(done, dict):
+        if isinstance(done, IdempotencyRecord):
             return KeyedEnqueue(record=done)
         if done.inserted:
             self.activity.publish(done.queues)

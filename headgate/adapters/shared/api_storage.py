@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from headgate.core import Duplicate, Envelope, StoreUnavailable
 from headgate.core.envelope import check_int, check_text
-from headgate.core.records import Operation, QueueExtras
+from headgate.core.records import IdempotencyRecord, Operation, QueueExtras
 from headgate.store.port import Answer, IdempotentWrite, KeyedEnqueue
 
 from . import idempotency, operations, queue_admin
@@ -106,7 +106,7 @@ class ApiStorageMixin:
 
     # -- idempotency ---------------------------------------------------------------------
     def idempotency_begin(self, scope_key: str, request_hash: str,
-                          ttl_ms: int = idempotency.DAY_MS) -> dict[str, Any] | None:
+                          ttl_ms: int = idempotency.DAY_MS) -> IdempotencyRecord | None:
         check_text("scope_key", scope_key)
         with self.db.write() as (conn, now):
             return idempotency.begin(conn, now, scope_key, request_hash, ttl_ms)

@@ -12,6 +12,8 @@ import itertools
 import json
 from typing import Any
 
+from headgate.core.records import IdempotencyRecord
+
 from .queries import fill, load
 
 DAY_MS = 24 * 3_600_000
@@ -55,7 +57,7 @@ def purge_and_lock(conn: Any, now: int, scope_key: str) -> None:
 
 
 def begin(conn: Any, now: int, scope_key: str, request_hash: str, ttl_ms: int,
-          stale_ms: int = STALE_MS) -> dict[str, Any] | None:
+          stale_ms: int = STALE_MS) -> IdempotencyRecord | None:
     """None: the caller owns the key and must complete or abort it. Otherwise the
     existing record: `state` done (with status/headers/body) or in_progress."""
     record = peek(conn, now, scope_key, stale_ms)
@@ -64,7 +66,8 @@ def begin(conn: Any, now: int, scope_key: str, request_hash: str, ttl_ms: int,
     return record
 
 
-def peek(conn: Any, now: int, scope_key: str, stale_ms: int = STALE_MS) -> dict[str, Any] | None:
+def peek(conn: Any, now: int, scope_key: str,
+         stale_ms: int = STALE_MS) -> IdempotencyRecord | None:
     """`begin` without the claim, for a caller that stores its answer in this same
     transaction (`store_done`): the key's lock is held until the commit."""
     purge_and_lock(conn, now, scope_key)
@@ -74,7 +77,7 @@ def peek(conn: Any, now: int, scope_key: str, stale_ms: int = STALE_MS) -> dict[
     return live_record(row, now, stale_ms)
 
 
-def live_record(row: Any, now: int, stale_ms: int = STALE_MS) -> dict[str, Any] | None:
+def live_record(row: Any, now: int, stale_ms: int = STALE_MS) -> IdempotencyRecord | None:
     """SELECT_KEY's row as the record a request must answer from, or None when there is
     none, it expired, or it is an in-progress row of a request that died."""
     if row is None:
@@ -86,15 +89,11 @@ def live_record(row: Any, now: int, stale_ms: int = STALE_MS) -> dict[str, Any] 
 
 
 def record(request_hash: str, state: str, status: int | None, headers: str | None,
-           body: bytes | None) -> dict[str, Any]:
+           body: bytes | None) -> IdempotencyRecord:
     """A live record's columns as the request answers from them."""
-    return {
-        "request_hash": request_hash,
-        "state": state,
-        "status": status,
-        "headers": json.loads(headers) if headers else {},
-        "body": bytes(body) if body is not None else b"",
-    }
+    return IdempotencyRecord(request_hash, state, status,
+                             json.loads(headers) if headers else {},
+                             bytes(body) if body is not None else b"")
 
 
 def store_done(conn: Any, now: int, scope_key: str, request_hash: str, ttl_ms: int,

@@ -3,7 +3,7 @@ API maps to JSON and the console words, so neither depends on an adapter's rows 
 HTTP wire shape crosses the port. One module per topic; every name is importable from
 here."""
 
-from .operations import AuditEntry, Operation
+from .operations import AuditEntry, IdempotencyRecord, Operation
 from .policy import (
     AdaptiveState,
     ConcurrencyLimit,
@@ -31,8 +31,8 @@ from .upkeep import (
 from .workers import HeartbeatReply, RunningJob, WorkerBeat, WorkerRecord
 
 __all__ = ["AdaptiveState", "AdmissionRejections", "AuditEntry", "BucketCounts", "ConcurrencyLimit",
-           "DutyHolder", "ForecastInputs", "HeartbeatReply", "HistoryBucket", "Operation",
-           "OrphanSweep", "PartitionState", "PruneReport", "QuarantineEntry", "QueueExtras",
-           "QueueStats", "RateClassChange", "RateClassState", "RunningJob", "Schedule",
-           "ScheduleEventEntry", "TransactionHorizon", "UniqueKeyCounts", "WorkerBeat",
+           "DutyHolder", "ForecastInputs", "HeartbeatReply", "HistoryBucket", "IdempotencyRecord",
+           "Operation", "OrphanSweep", "PartitionState", "PruneReport", "QuarantineEntry",
+           "QueueExtras", "QueueStats", "RateClassChange", "RateClassState", "RunningJob",
+           "Schedule", "ScheduleEventEntry", "TransactionHorizon", "UniqueKeyCounts", "WorkerBeat",
            "WorkerRecord"]

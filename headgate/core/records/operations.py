@@ -42,3 +42,16 @@ class AuditEntry:
     status: int
     outcome: str
     detail: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyRecord:
+    """What an Idempotency-Key already holds: `state` done (the answer a retry replays:
+    status, headers, body) or in_progress (another request holds it), and the hash of
+    the request that claimed it (a different request with the key is refused)."""
+
+    request_hash: str
+    state: str
+    status: int | None
+    headers: Mapping[str, str]
+    body: bytes

@@ -10,6 +10,7 @@ import pytest
 
 from headgate import Client, JobFilter, Outcome, State, Store
 from headgate.core import InvalidInput, InvalidTransition, NotFound
+from headgate.core.records import IdempotencyRecord
 
 
 def drain_operations(store: Store) -> None:
@@ -137,14 +138,13 @@ def test_an_empty_queue_is_deleted_a_busy_one_only_by_force(store: Store,
 def test_an_idempotency_key_is_claimed_once_then_replays(store: Store) -> None:
     assert store.idempotency_begin("tok:POST /x:k1", "hash-a") is None  # claimed
     in_flight = store.idempotency_begin("tok:POST /x:k1", "hash-a")
-    assert in_flight is not None and in_flight["state"] == "in_progress"
+    assert in_flight is not None and in_flight.state == "in_progress"
     store.idempotency_complete("tok:POST /x:k1", 201, {"Location": "/x/1"}, b'{"id":1}')
     done = store.idempotency_begin("tok:POST /x:k1", "hash-b")
     assert done is not None
-    assert (done["state"], done["request_hash"], done["status"], done["headers"],
-            done["body"]) == ("done", "hash-a", 201, {"Location": "/x/1"}, b'{"id":1}')
+    assert done == IdempotencyRecord("hash-a", "done", 201, {"Location": "/x/1"}, b'{"id":1}')
     store.idempotency_abort("tok:POST /x:k1")  # a finished key is not dropped by abort
-    assert store.idempotency_begin("tok:POST /x:k1", "hash-a")["state"] == "done"  # type: ignore[index]
+    assert store.idempotency_begin("tok:POST /x:k1", "hash-a").state == "done"  # type: ignore[union-attr]
 
 
 def test_an_aborted_key_can_be_claimed_again_and_an_expired_one_is_free(store: Store) -> None:
