@@ -22,6 +22,7 @@ import pytest
 import requests
 
 import headgate
+from headgate.core.records import WorkerBeat
 from headgate.dashboard.demo import Seeded, seed
 
 CHROMIUM = os.environ.get("HG_TEST_CHROMIUM", "/usr/bin/chromium")
@@ -104,9 +105,9 @@ def e2e_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Seeded]:
     try:
         seeded = seed(store)
         # A worker row, as a heartbeat makes it (no worker process needed to signal it).
-        store.heartbeat({"worker_id": "e2e-worker", "host": "e2e-host", "pid": 4242,
-                         "queues": ["emails", "webhooks"], "concurrency": 8, "inflight": 3,
-                         "polls": 120, "empty_polls": 30, "status": "running"})
+        store.heartbeat(WorkerBeat("e2e-worker", host="e2e-host", pid=4242,
+                                   queues=("emails", "webhooks"), concurrency=8, inflight=3,
+                                   polls=120, empty_polls=30, status="running"))
     finally:
         store.close()
     return db, seeded

@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 import headgate
+from headgate.core.records import WorkerBeat
 
 from .conftest import Server
 
@@ -38,8 +39,8 @@ def waiting(server: Server) -> Iterator[list[str]]:
                                                   "partition_key": f"t{i % 2}"})
             assert r.status_code == 201, r.text
             ids.append(r.json()["id"])
-        side.heartbeat({"worker_id": "zz-fc-worker", "queues": [Q], "concurrency": 4,
-                        "inflight": 0, "status": "running"})
+        side.heartbeat(WorkerBeat("zz-fc-worker", queues=(Q,), concurrency=4, inflight=0,
+                                  status="running"))
         yield ids
     finally:
         side.close()
@@ -49,8 +50,8 @@ def beat(server: Server) -> None:
     """Keep the registered worker live (a forecast counts heartbeats of the last 30 s)."""
     side = headgate.open_store(f"sqlite:///{server.db}", migrate=False)
     try:
-        side.heartbeat({"worker_id": "zz-fc-worker", "queues": [Q], "concurrency": 4,
-                        "inflight": 0, "status": "running"})
+        side.heartbeat(WorkerBeat("zz-fc-worker", queues=(Q,), concurrency=4, inflight=0,
+                                  status="running"))
     finally:
         side.close()
 

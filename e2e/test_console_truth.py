@@ -17,6 +17,7 @@ from playwright.sync_api import expect
 
 import headgate
 from headgate.core import Outcome
+from headgate.core.records import WorkerBeat
 
 from .conftest import Server
 
@@ -65,8 +66,8 @@ def test_a_paused_rate_class_stalls_the_headline_within_a_push(
         server: Server, page: Any, side: Any) -> None:
     """Item 2: the row read "keeping up" for a minute after its rate class was paused;
     now the next push names the class, with Resume beside it."""
-    side.heartbeat({"worker_id": "e2e-truth-worker", "queues": ["e2e-mail"],
-                    "concurrency": 4, "status": "running"})
+    side.heartbeat(WorkerBeat("e2e-truth-worker", queues=("e2e-mail",), concurrency=4,
+                              status="running"))
     assert server.api("PUT", "/rate-classes/e2e-smtp", json={
         "limit": 1000, "window_ms": 1000, "burst": 1000}).status_code == 200
     for _ in range(3):

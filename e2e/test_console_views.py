@@ -27,6 +27,7 @@ from playwright.sync_api import expect
 
 import headgate
 from headgate.core import AckRequest, Outcome
+from headgate.core.records import WorkerBeat
 
 from .conftest import Server, free_port, stop_server
 
@@ -79,9 +80,9 @@ def live(page: Any) -> None:
 
 
 def beat(store: Any, worker_id: str, queues: list[str]) -> None:
-    store.heartbeat({"worker_id": worker_id, "host": "views-host", "pid": 7,
-                     "queues": queues, "concurrency": 4, "inflight": 1, "polls": 10,
-                     "empty_polls": 2, "status": "running"})
+    store.heartbeat(WorkerBeat(worker_id, host="views-host", pid=7, queues=tuple(queues),
+                               concurrency=4, inflight=1, polls=10, empty_polls=2,
+                               status="running"))
 
 
 def run_jobs(store: Any, queue: str, worker: str = "views-runner") -> int:

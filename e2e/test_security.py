@@ -25,6 +25,7 @@ from playwright.sync_api import expect
 
 import headgate
 from headgate.core import Outcome
+from headgate.core.records import WorkerBeat
 from headgate.dashboard.demo import seed
 from headgate.services.scheduling import run_schedule_now
 
@@ -68,9 +69,8 @@ def store_hostile(store: Any) -> dict[str, str]:
     store.ack(store.admit("w", [queue], capacity=1)[0], Outcome.SUCCESS,
               result=hostile(11).encode())
     odd = c.enqueue("e2e.odd", b"", queue=queue, id=hostile(19))
-    store.heartbeat({"worker_id": hostile(15), "host": hostile(16), "pid": 1,
-                     "queues": [queue], "concurrency": 2, "inflight": 1,
-                     "status": hostile(17)})
+    store.heartbeat(WorkerBeat(hostile(15), host=hostile(16), pid=1, queues=(queue,),
+                               concurrency=2, inflight=1, status=hostile(17)))
     store.upsert_concurrency_limit(hostile(18), queue, 2)
     store.upsert_rate_class(hostile(4), 1, 1000)
     schedule = hostile(13)
