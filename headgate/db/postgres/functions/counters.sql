@@ -6,7 +6,8 @@
 -- headgate_enqueue_v3, so none of them writes arrivals itself.
 
 -- A partition's scan fence (db/postgres/0025_partition_scan_fence.sql) moved back to
--- the earliest of the given available rows that sorts before it, in the admission order
+-- the earliest of the given available rows that sorts before it (for updates: an insert
+-- moves it in its own partitions upsert, below), in the admission order
 -- (priority DESC, rowid): afterwards no available job of the partition precedes it.
 -- Rows that sort after the fence (every fresh enqueue of a single-priority queue) write
 -- nothing.
@@ -33,17 +34,24 @@ BEGIN
     INSERT INTO queue_counts (queue, state, n)
     SELECT queue, state, count(*) FROM ins GROUP BY queue, state ORDER BY queue, state
     ON CONFLICT (queue, state) DO UPDATE SET n = queue_counts.n + excluded.n;
-    INSERT INTO partitions (queue, partition_key, waiting, running)
+    -- The scan fence in the same write: a new job sorts after the fence (rowids only
+    -- grow) unless its priority is higher, which moves the fence back to it. A new
+    -- partition's fence is its first job.
+    INSERT INTO partitions (queue, partition_key, waiting, running, scan_priority, scan_rowid)
     SELECT queue, partition_key,
-           count(*) FILTER (WHERE state = 'available'), count(*) FILTER (WHERE state = 'running')
+           count(*) FILTER (WHERE state = 'available'), count(*) FILTER (WHERE state = 'running'),
+           max(priority) FILTER (WHERE state = 'available'),
+           (array_agg(rowid ORDER BY priority DESC, rowid)
+                FILTER (WHERE state = 'available'))[1]
     FROM ins WHERE state IN ('available', 'running')
     GROUP BY queue, partition_key ORDER BY queue, partition_key
     ON CONFLICT (queue, partition_key) DO UPDATE SET
         waiting = partitions.waiting + excluded.waiting,
-        running = partitions.running + excluded.running;
-    PERFORM headgate_lower_fences_v1(ARRAY(SELECT ROW(queue, partition_key, priority, rowid)
-                                           ::headgate_fence FROM ins
-                                           WHERE state = 'available'));
+        running = partitions.running + excluded.running,
+        scan_priority = CASE WHEN excluded.scan_priority > partitions.scan_priority
+                             THEN excluded.scan_priority ELSE partitions.scan_priority END,
+        scan_rowid = CASE WHEN excluded.scan_priority > partitions.scan_priority
+                          THEN excluded.scan_rowid ELSE partitions.scan_rowid END;
     -- after the counters, as admission writes its history after its claims: one order
     INSERT INTO queue_history (queue, bucket_ms, arrived)
     SELECT queue, enqueued_at_ms - enqueued_at_ms % headgate_history_bucket_ms(), count(*)
