@@ -176,7 +176,7 @@ class StoreBasics(Protocol):
     def close(self) -> None: ...
 
     def transaction_horizon(self) -> TransactionHorizon:
-        """What holds the store's cleanup back, for monitoring (core/records.py); this
+        """What holds the store's cleanup back, for monitoring (core/records/upkeep.py); this
         default knows nothing but the engine."""
         return TransactionHorizon(self.backend)
 
