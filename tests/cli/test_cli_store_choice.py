@@ -111,7 +111,7 @@ def test_serve_names_its_store_first(cwd: Path) -> None:
     port = free_port()
     with started(cwd, "serve", "--addr", f"127.0.0.1:{port}", ready="Listening at") as err:
         assert first_line(err).endswith(
-            f"INFO headgate.services.server: serve store: sqlite:///{cwd}/headgate.db (from the "
+            f"INFO headgate.server: serve store: sqlite:///{cwd}/headgate.db (from the "
             "default: no --store, HG_STORE, HG_SQLITE, HG_PG)"), err.read_text()
     port = free_port()
     with started(cwd, "serve", "--addr", f"127.0.0.1:{port}", "--log-format", "json",

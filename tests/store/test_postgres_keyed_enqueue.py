@@ -71,8 +71,8 @@ def test_a_new_key_and_its_replay_are_one_statement_each(store: Store) -> None:
     assert out["first"].record is None and len(out["first"].ids) == 1
     record = out["replay"].record
     assert record is not None
-    assert (record["state"], record["status"], record["body"]) == ("done", 201, ANSWER[2])
-    assert record["headers"] == ANSWER[1]
+    assert (record.state, record.status, record.body) == ("done", 201, ANSWER[2])
+    assert record.headers == ANSWER[1]
     assert store.get_job(out["first"].ids[0]) is not None
 
 
@@ -100,7 +100,7 @@ def test_the_record_is_read_after_the_keys_lock(store: Store, pg_url: str) -> No
         holder.close()
         watcher.close()
     record = out["done"].record
-    assert record is not None and record["status"] == 200 and record["body"] == b"held"
+    assert record is not None and record.status == 200 and record.body == b"held"
     assert store.counts()["available"] == 1  # only the warm-up job
 
 
@@ -115,7 +115,7 @@ def test_an_expired_or_abandoned_record_does_not_answer(store: Store, pg_url: st
         done = store.enqueue_keyed(key, "new", _env(key), ANSWER)
         assert done.record is None and len(done.ids) == 1
         replay = store.enqueue_keyed(key, "new", _env(key), ANSWER)
-        assert replay.record is not None and replay.record["request_hash"] == "new"
+        assert replay.record is not None and replay.record.request_hash == "new"
 
 
 def test_a_refused_enqueue_stores_no_answer(store: Store, pg_url: str) -> None:

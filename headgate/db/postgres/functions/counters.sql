@@ -36,22 +36,23 @@ BEGIN
     ON CONFLICT (queue, state) DO UPDATE SET n = queue_counts.n + excluded.n;
     -- The scan fence in the same write: a new job sorts after the fence (rowids only
     -- grow) unless its priority is higher, which moves the fence back to it. A new
-    -- partition's fence is its first job.
-    INSERT INTO partitions (queue, partition_key, waiting, running, scan_priority, scan_rowid)
+    -- partition row has none (scan from the start: jobs may predate the row).
+    INSERT INTO partitions (queue, partition_key, waiting, running)
     SELECT queue, partition_key,
-           count(*) FILTER (WHERE state = 'available'), count(*) FILTER (WHERE state = 'running'),
-           max(priority) FILTER (WHERE state = 'available'),
-           (array_agg(rowid ORDER BY priority DESC, rowid)
-                FILTER (WHERE state = 'available'))[1]
+           count(*) FILTER (WHERE state = 'available'), count(*) FILTER (WHERE state = 'running')
     FROM ins WHERE state IN ('available', 'running')
     GROUP BY queue, partition_key ORDER BY queue, partition_key
     ON CONFLICT (queue, partition_key) DO UPDATE SET
         waiting = partitions.waiting + excluded.waiting,
         running = partitions.running + excluded.running,
-        scan_priority = CASE WHEN excluded.scan_priority > partitions.scan_priority
-                             THEN excluded.scan_priority ELSE partitions.scan_priority END,
-        scan_rowid = CASE WHEN excluded.scan_priority > partitions.scan_priority
-                          THEN excluded.scan_rowid ELSE partitions.scan_rowid END;
+        (scan_priority, scan_rowid) = (
+            SELECT coalesce(f.priority, partitions.scan_priority),
+                   coalesce(f.rowid, partitions.scan_rowid)
+            FROM (SELECT NULL) AS one LEFT JOIN (
+                SELECT i.priority, i.rowid FROM ins i
+                WHERE i.queue = excluded.queue AND i.partition_key = excluded.partition_key
+                  AND i.state = 'available' AND i.priority > partitions.scan_priority
+                ORDER BY i.priority DESC, i.rowid LIMIT 1) AS f ON true);
     -- after the counters, as admission writes its history after its claims: one order
     INSERT INTO queue_history (queue, bucket_ms, arrived)
     SELECT queue, enqueued_at_ms - enqueued_at_ms % headgate_history_bucket_ms(), count(*)
