@@ -6,6 +6,7 @@ modules beside this one.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
@@ -100,10 +101,10 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
             raise result.duplicate
         return result.ids
 
+    @abstractmethod
     def _enqueue(self, conn: Any, now: int, envs: Sequence[Envelope]) -> EnqueueResult:
         """The enqueue policy in the current write transaction: each engine states its
         own (SQLite's enqueue.py, PostgreSQL's function)."""
-        raise NotImplementedError
 
     # -- admission and leases ----------------------------------------------------------
     def ack(self, claim: Claim, outcome: Outcome, error: str | None = None,
