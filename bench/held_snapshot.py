@@ -39,11 +39,8 @@ import json
 import os
 import platform
 import shutil
-import sqlite3
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -53,41 +50,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 from fixed_rate import Producer  # noqa: E402
+from held_phases import Snapshot, log, pg_tuples, records, run_phases, summarize  # noqa: E402
 from worker import REC, Backend, WorkerProc, worker_env  # noqa: E402  (bench/worker.py)
 
 import headgate  # noqa: E402
-
-PHASES = ("clean", "held", "released")
-
-
-def log(*parts: object) -> None:
-    print(*parts, file=sys.stderr, flush=True)
-
-
-class Snapshot:
-    """A transaction on its own connection that read `jobs` and stays idle in it."""
-
-    def __init__(self, kind: str, url: str, path: str | None) -> None:
-        self.kind = kind
-        self.conn: Any
-        if kind == "pg":
-            import psycopg
-
-            self.conn = psycopg.connect(url)
-            self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-            self.rows = self.conn.execute("SELECT count(*) FROM jobs").fetchone()[0]
-        else:
-            assert path is not None
-            self.conn = sqlite3.connect(path, isolation_level=None)
-            self.conn.execute("BEGIN")
-            self.rows = self.conn.execute("SELECT count(*) FROM jobs").fetchone()[0]
-
-    def release(self) -> None:
-        if self.kind == "pg":
-            self.conn.rollback()
-        else:
-            self.conn.execute("COMMIT")
-        self.conn.close()
 
 
 class Gauges:
@@ -101,20 +67,14 @@ class Gauges:
         if kind == "pg":
             import psycopg
 
-            import headgate
-
             self.conn = psycopg.connect(url, autocommit=True)
             self.store = headgate.open_store(url, migrate=False)
 
     def read(self) -> dict[str, Any]:
         if self.kind == "pg":
-            row = self.conn.execute(
-                "SELECT n_dead_tup, n_live_tup FROM pg_stat_user_tables "
-                "WHERE relname = 'jobs'").fetchone()
             h = self.store.transaction_horizon()
             age = h.oldest_transaction_ms
-            return {"dead_tuples": row[0] if row else None,
-                    "live_tuples": row[1] if row else None,
+            return {**pg_tuples(self.conn, "jobs"),
                     "oldest_transaction_s": None if age is None else age / 1000,
                     "xmin_age": h.xmin_age}
         try:
@@ -129,28 +89,6 @@ class Gauges:
             self.store.close()
 
 
-def spread(values: list[float]) -> dict[str, Any]:
-    if not values:
-        return {"median": None, "min": None, "max": None}
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
-def summarize(samples: list[dict[str, Any]], rate: float) -> dict[str, Any]:
-    figures = ("completed", "produced", "backlog", "dead_tuples", "live_tuples", "wal_bytes",
-               "oldest_transaction_s", "xmin_age")
-    phases: dict[str, Any] = {}
-    for phase in PHASES:
-        rows = [s for s in samples if s["phase"] == phase]
-        phases[phase] = {"seconds": len(rows)}
-        for name in figures:
-            values = [s[name] for s in rows if s.get(name) is not None]
-            if values:
-                phases[phase][name] = spread(values)
-    cleared = next((s["t_phase"] for s in samples
-                    if s["phase"] == "released" and s["backlog"] <= rate), None)
-    return {"phases": phases, "backlog_cleared_after_s": cleared}
-
-
 def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     backend = Backend(args.store, tmp, args.pg_url)
     url = backend.fresh()
@@ -162,45 +100,20 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     worker = WorkerProc(url, args.concurrency, env, tmp / "worker.log")
     producer = Producer(url, args.rate, args.tick_ms / 1000, lambda n: [
         headgate.Envelope(kind="noop", queue="bench") for _ in range(n)])
-    snapshot: Snapshot | None = None
-    samples: list[dict[str, Any]] = []
-    held_rows = None
+
+    def check() -> None:
+        if not worker.alive():
+            raise RuntimeError(f"the worker exited; see {tmp}/worker.log")
+
     try:
         producer.start()
-        t0 = time.monotonic()
-        last_done = last_produced = 0
-        bounds = [(PHASES[0], args.clean), (PHASES[1], args.clean + args.hold),
-                  (PHASES[2], args.clean + args.hold + args.released)]
-        phase_start = 0
-        for second in range(1, int(bounds[-1][1]) + 1):
-            time.sleep(max(0.0, t0 + second - time.monotonic()))
-            phase = next(name for name, end in bounds if second <= end)
-            if phase == "held" and snapshot is None:
-                snapshot = Snapshot(args.store, url, path)
-                held_rows = snapshot.rows
-                phase_start = second - 1
-                log(f"held snapshot opened at {second - 1} s ({held_rows} rows seen)")
-            if phase == "released" and snapshot is not None:
-                snapshot.release()
-                snapshot = None
-                phase_start = second - 1
-                log(f"snapshot released at {second - 1} s")
-            done = done_file.stat().st_size // REC if done_file.exists() else 0
-            produced = producer.produced
-            sample = {"t": second, "phase": phase, "t_phase": second - phase_start,
-                      "completed": done - last_done, "produced": produced - last_produced,
-                      "backlog": produced - done, **gauges.read()}
-            last_done, last_produced = done, produced
-            samples.append(sample)
-            if not worker.alive():
-                raise RuntimeError(f"the worker exited; see {tmp}/worker.log")
-            if second % 10 == 0:
-                log(json.dumps(sample))
+        phases = run_phases(
+            (args.clean, args.hold, args.released),
+            lambda: Snapshot(args.store, url, path), lambda: records(done_file, REC),
+            lambda: producer.produced, gauges.read, check)
     finally:
         producer.stop.set()
         producer.join(30)
-        if snapshot is not None:
-            snapshot.release()
         code = worker.stop()
         gauges.close()
         backend.drop()
@@ -209,11 +122,11 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "bench": "held_snapshot", "store": args.store, "rate": args.rate,
         "concurrency": args.concurrency,
         "seconds": {"clean": args.clean, "hold": args.hold, "released": args.released},
-        **summarize(samples, args.rate),
+        **summarize(phases.samples, args.rate),
         "produced": producer.produced, "completed": len(ids),
-        "completed_twice": len(ids) - len(set(ids)), "held_snapshot_rows": held_rows,
+        "completed_twice": len(ids) - len(set(ids)), "held_snapshot_rows": phases.held_rows,
         "producer_errors": len(producer.errors), "worker_exit_code": code,
-        "python": platform.python_version(), "cpus": os.cpu_count(), "samples": samples,
+        "python": platform.python_version(), "cpus": os.cpu_count(), "samples": phases.samples,
     }
 
 
