@@ -655,6 +655,60 @@ def test_one_retention_tick_keeps_pruning_past_a_batch_count(store: Store) -> No
         runner.stop()
 
 
+WRITER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    import headgate
+    store = headgate.open_store(sys.argv[1])
+    go = Path(sys.argv[2])
+    while not go.exists():
+        time.sleep(0.005)
+    headgate.Client(store).enqueue("k", b"now", queue="fresh")  # waits for the write lock
+    print(store.counts().get("completed", 0), flush=True)
+    store.close()
+""")
+
+
+def test_a_retention_tick_lets_another_process_write_between_its_batches(
+    tmp_path: Path,
+) -> None:
+    """On SQLite another process waits for the write lock in SQLite's busy handler,
+    which retries after sleeps of up to 100 ms: a retention tick that took the lock
+    again at once, batch after batch, kept it out for the whole tick (a worker's claims
+    and a producer's enqueues). With a pause after each batch, a write made while the
+    tick runs gets in before the tick ends."""
+    url = f"sqlite:///{tmp_path / 'ret.db'}"
+    store = headgate.open_store(url)
+    go = tmp_path / "go"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, url, str(go)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        client = Client(store)
+        n = 20_000
+        client.enqueue_many([headgate.Envelope(kind="k", payload=b"%d" % i, queue="old",
+                                               retention_ms=1) for i in range(n)])
+        while claims := store.admit("w", ["old"], capacity=500):
+            for claim in claims:
+                store.ack(claim, Outcome.SUCCESS)
+        time.sleep(0.05)  # past their 1 ms retention
+        runner = DutyRunner(store, holder="ret", intervals={"retention": 3600.0},
+                            duties=["retention"], batch_size=1_000, drain_budget_s=60.0)
+        runner.start()
+        try:
+            wait_for(lambda: store.counts().get("completed", 0) < n - 200, 10)
+            go.touch()
+            out, _ = writer.communicate(timeout=60)
+            wait_for(lambda: store.counts().get("completed", 0) == 0, 60)
+        finally:
+            runner.stop()
+        assert writer.returncode == 0
+        assert int(out.split()[-1]) > 0, "the other process waited out the whole tick"
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+        store.close()
+
+
 def test_a_negative_drain_budget_is_refused(store: Store) -> None:
     with pytest.raises(ValueError, match="drain_budget_s"):
         DutyRunner(store, duties=["retention"], drain_budget_s=-1)
