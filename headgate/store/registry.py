@@ -3,12 +3,17 @@
 The built-in adapters are named by module path, as strings, and only the one a URL
 names is imported: psycopg (an optional extra) loads for a postgresql:// URL and never
 for SQLite. An adapter outside this package adds its scheme with `register_adapter`,
-and `open_store` opens it like the built-in ones: the port knows no driver.
+or by declaring an entry point in the `headgate.stores` group named after the scheme
+(`memfile = mypkg.store:open_memfile`): a URL naming a scheme nobody registered looks
+there, so every interpreter that has the package installed (a worker, a spawned
+child, `headgate serve`) opens its URLs without importing it first. `open_store` opens
+them like the built-in ones: the port knows no driver.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import re
 import threading
 from collections.abc import Callable
@@ -116,16 +121,38 @@ def scheme_of(url: str) -> str:
     return m.group(1).lower() if m else DEFAULT_SCHEME
 
 
+ENTRY_POINT_GROUP = "headgate.stores"
+
+
+def _from_entry_point(scheme: str) -> Adapter | None:
+    """The installed `headgate.stores` entry point named `scheme`, registered as its
+    adapter (one import of the distributions' metadata, only for unknown schemes)."""
+    found = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+             if ep.name.lower() == scheme]
+    if not found:
+        return None
+    values = sorted({ep.value for ep in found})
+    if len(values) > 1:
+        raise InvalidInput(f"store URL scheme {scheme}:// is declared by more than one "
+                           f"installed package ({', '.join(values)})")
+    with _LOCK:
+        return _ADAPTERS.setdefault(scheme, Adapter(values[0]))
+
+
 def opener_for(url: str) -> Opener:
-    """The opener of `url`'s adapter (imported now if named by string);
-    UnknownStoreScheme naming the known schemes when none is registered."""
+    """The opener of `url`'s adapter (imported now if named by string), registered or
+    declared by an installed entry point; UnknownStoreScheme naming the known schemes
+    when neither."""
     scheme = scheme_of(url)
     with _LOCK:
         adapter = _ADAPTERS.get(scheme)
+    if adapter is None:
+        adapter = _from_entry_point(scheme)
     if adapter is None:
         raise UnknownStoreScheme(scheme, known_schemes())
     return adapter.load()
 
 
-__all__ = ["Adapter", "Opened", "Opener", "SchemaState", "UnknownStoreScheme",
-           "known_schemes", "opener_for", "register_adapter", "scheme_of"]
+__all__ = ["ENTRY_POINT_GROUP", "Adapter", "Opened", "Opener", "SchemaState",
+           "UnknownStoreScheme", "known_schemes", "opener_for", "register_adapter",
+           "scheme_of"]

@@ -4,6 +4,7 @@ own scheme, and only the adapter a URL names is imported."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import uuid
@@ -100,6 +101,49 @@ def test_an_adapter_named_by_string_is_imported_when_a_url_names_it(
         assert store.enqueue_many([Envelope(kind="k", payload=b"p")])
     finally:
         store.close()
+
+
+def _install_declared_adapter(root: Path, dist: str, scheme: str, module: str) -> None:
+    """A distribution as pip leaves it on sys.path: its module and a dist-info whose
+    entry_points.txt declares `scheme` in headgate's group."""
+    (root / f"{module}.py").write_text(LAZY_ADAPTER)
+    info = root / f"{dist.replace('-', '_')}-1.0.dist-info"  # as wheels name it
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[headgate.stores]\n{scheme} = {module}:open_lazy\n")
+
+
+def test_an_installed_package_declares_its_scheme_for_every_interpreter(
+        tmp_path: Path) -> None:
+    """Another interpreter (a worker, a spawned child) opens the URL with no import of
+    the adapter's package and no register_adapter: the installed entry point names it."""
+    scheme, module = _scheme(), f"hg_declared_{uuid.uuid4().hex[:8]}"
+    site = tmp_path / "site"
+    site.mkdir()
+    _install_declared_adapter(site, "hg-declared-store", scheme, module)
+    code = ("import sys, headgate\n"
+            f"store = headgate.open_store({scheme!r} + '://' + sys.argv[1])\n"
+            "job = headgate.Client(store).enqueue('k', b'p', queue='q')\n"
+            f"assert {module!r} in sys.modules and {scheme!r} in headgate.store.known_schemes()\n"
+            "print(store.backend, store.get_job(job).queue)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "declared.db")],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              [str(site), *filter(None, [os.environ.get("PYTHONPATH")])])})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["sqlite", "q"]
+
+
+def test_two_packages_declaring_one_scheme_is_a_typed_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scheme = _scheme()
+    for n in (1, 2):
+        _install_declared_adapter(tmp_path, f"hg-twice-{n}", scheme, f"hg_twice_{n}_{scheme}")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(InvalidInput, match="more than one installed package"):
+        open_store(f"{scheme}://{tmp_path / 'x.db'}")
+    assert scheme not in known_schemes()
+    assert not (tmp_path / "x.db").exists()
 
 
 def test_a_missing_extra_of_a_registered_adapter_is_one_missing_extra() -> None:
