@@ -77,24 +77,3 @@ def jobs_index_reads_since(store: Any, before: dict[str, int]) -> dict[str, int]
     """Tuples read from each index of `jobs` since `before` (a jobs_index_reads answer)."""
     after = jobs_index_reads(store)
     return {name: after[name] - before.get(name, 0) for name in after}
-
-
-def job_count(store: Any) -> int:
-    """Every job the store holds, whatever its state (from the maintained counters)."""
-    return sum(store.counts().values())
-
-
-def stored_job(store: Any, job_id: str, payload: bool = False) -> Any:
-    job = store.get_job(job_id, include_payload=payload)
-    assert job is not None, f"job {job_id} is not stored"
-    return job
-
-
-def finish_job(store: Any, job_id: str, outcome: Any = None) -> None:
-    """Claim ``job_id`` (among whatever else its queue admits) and ack it: success
-    unless another outcome is named."""
-    from headgate.core import Outcome
-
-    claims = store.admit("w", [stored_job(store, job_id).queue], capacity=100)
-    (claim,) = [c for c in claims if c.job.id == job_id]
-    store.ack(claim, Outcome.SUCCESS if outcome is None else outcome)
