@@ -1,6 +1,6 @@
 """The Client's producing policy over a real store: authorizer, middleware,
 insert hooks, plugins and the circuit breaker. The store's own checks are
-tests/store/test_port_enqueue.py."""
+headgate/testing/conformance/test_port_enqueue.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The duty runner (docs/ARCHITECTURE.md, Duties): duty leases across processes,
 hand-over, failing duties, and the maintenance duties' effects (retention, stale
 workers, queue depth). The store primitives under them (duty leases, prune) are
-tests/store/test_port_duties.py and test_port_retention.py.
+headgate/testing/conformance/test_port_duties.py and test_port_retention.py.
 
 Multi-process tests spawn real interpreters running a small script on one SQLite file
 and kill them with real signals; everything runs on the real clock.

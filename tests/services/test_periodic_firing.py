@@ -1,6 +1,6 @@
 """Periodic schedules: firing and run-now through
 headgate.services.scheduling, events. Storage and the firing steps at the store port are
-tests/store/test_port_periodic.py.
+headgate/testing/conformance/test_port_periodic.py.
 
 Real databases and real time: schedules tick every few hundred milliseconds and the
 tests sleep through them. Where a test needs one exact tick it passes `now_ms` equal to
