@@ -130,8 +130,8 @@ def worker_heartbeat(worker_id: str) -> flask.Response:
     remote = _workers()
     reply = remote.heartbeat(worker_id, running, allowed=_allowed())
     return json_response({
-        "signal": reply["signal"], "status": reply["status"], "inflight": reply["inflight"],
-        "cancelled": [{"job_id": j, "fence": f} for j, f in reply["cancelled"]],
+        "signal": reply.signal, "status": reply.status, "inflight": reply.inflight,
+        "cancelled": [{"job_id": j, "fence": f} for j, f in reply.cancelled],
         "heartbeat_ms": remote.heartbeat_ms,
     })
 

@@ -135,6 +135,17 @@ class ClaimAnswer:
     status: str
 
 
+@dataclass(frozen=True)
+class HeartbeatAnswer:
+    """A remote worker's heartbeat reply: the operator signal to deliver (once), its
+    status, the claims it holds, and which `(job id, fence)` it runs are no longer its."""
+
+    signal: str | None
+    status: str
+    inflight: int
+    cancelled: list[tuple[str, int]]
+
+
 def _stub(job_id: str, fence: int) -> Claim:
     """A claim naming only (job, fence), for the heartbeat's check of what a worker
     says it runs: the store compares nothing else."""
@@ -271,11 +282,11 @@ class RemoteWorkers:
 
     # -- heartbeat and signals ------------------------------------------------------
     def heartbeat(self, worker_id: str, running: Sequence[tuple[str, int]] = (),
-                  allowed: Collection[str] | None = None) -> dict[str, Any]:
-        """Refresh the registry row; reply `{signal, status, cancelled}`: a pending
-        operator signal (delivered once) and which of the `(job id, fence)` the worker
-        says it runs are no longer its to run (an operator cancelled the job, or it
-        moved on to another attempt)."""
+                  allowed: Collection[str] | None = None) -> HeartbeatAnswer:
+        """Refresh the registry row; the reply carries a pending operator signal
+        (delivered once) and which of the `(job id, fence)` the worker says it runs are
+        no longer its to run (an operator cancelled the job, or it moved on to another
+        attempt)."""
         session = self.session(worker_id, allowed, fresh=True)
         for job_id, fence in running:
             check_text("job_id", job_id)
@@ -289,8 +300,8 @@ class RemoteWorkers:
             self.store.heartbeat(session.row(held))  # the console shows the new status
         if signal:
             log.info("remote worker %s: operator signal %s", worker_id, signal)
-        return {"signal": signal, "status": session.status, "inflight": held,
-                "cancelled": [(c.job.id, c.fence) for c in reply.cancelled]}
+        return HeartbeatAnswer(signal, session.status, held,
+                               [(c.job.id, c.fence) for c in reply.cancelled])
 
     # -- claims ---------------------------------------------------------------------
     def claim(self, worker_id: str, max_jobs: int | None = None, wait_ms: int = 0,
