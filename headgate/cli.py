@@ -394,6 +394,7 @@ BENCHMARKS = {
     "memory": "memory.py",
     "peers": "peers_headgate.py",
     "reliability": "reliability.py",
+    "sqlite_writers": "sqlite_writers.py",
     "wal": "wal.py",
     "worker": "worker.py",
 }

@@ -30,6 +30,7 @@ from headgate.core import StoreUnavailable
 
 from .checkpoint import WAL_SIZE_LIMIT, Checkpointer
 from .dialect import SQLITE
+from .writer_lock import WriterLock
 
 BUSY_TIMEOUT_MS = 5_000
 
@@ -78,10 +79,11 @@ class Database:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
-        # This process's writers queue here rather than in SQLite's busy handler, which
-        # polls with sleeps of up to 100 ms: under 16 server threads that sleep was the
-        # p99 of an HTTP enqueue. Other processes still meet busy_timeout.
-        self._write_lock = threading.Lock()
+        # Writers queue here rather than in SQLite's busy handler, which polls with
+        # sleeps of up to 100 ms (writer_lock.py): this process's threads, then other
+        # headgate processes on the same file.
+        self._write_lock = WriterLock(None if path == ":memory:" else path,
+                                      busy_timeout_ms / 1000)
         self.checkpointer = Checkpointer(
             self._checkpoint_connection, wal_limit=wal_limit, write_lock=self._write_lock,
             wal_path=None if path == ":memory:" else path + "-wal")
@@ -273,6 +275,7 @@ class Database:
 
     def close(self) -> None:
         self.checkpointer.close()
+        self._write_lock.close()
         with self._all_lock:
             for conn in self._all:
                 try:
