@@ -76,9 +76,8 @@ DEFAULT_BATCH = 1_000
 DEFAULT_DRAIN_BUDGET_S = 2.0
 # After each full batch a draining duty pauses as long as the batch took, up to this.
 # Each batch is its own write transaction, but on SQLite a loop that takes the one
-# writer's lock again at once keeps everyone else out (a process's lock is not fair, and
-# SQLite's busy handler polls other processes in sleeps of up to 100 ms): a long horizon
-# at 4,000 jobs/s saw claims wait out whole 2 s ticks of retention (pickup p99 ~1 s).
+# writer's lock again at once can keep other processes' writers out for a whole tick
+# (claims and enqueues waited out retention's 2 s ticks under a steady load).
 DRAIN_PAUSE_MAX_S = 0.05
 DEFAULT_FORGET_WORKERS_MS = 24 * 3_600_000
 DEFAULT_MISFIRE_GRACE_MS = 60_000
