@@ -2,19 +2,19 @@
 
 SQLite lets one writer in at a time, and a writer that finds the database locked waits
 in SQLite's busy handler, which retries after sleeps of 1, 2, 5, ... up to 100 ms.
-Between processes that is neither prompt nor fair: three processes taking turns with
-1 ms transactions saw waits of 45-174 ms at p99 and up to a second, and one process
-made half the commits of another (`bench/sqlite_writers.py`). So a writer first takes
-this process's lock (threads queue there), then an flock on a file beside the
-database (`<database>-writer`), which other headgate processes take the same way,
-and only then `BEGIN IMMEDIATE`, which then finds the database free unless a program
-other than headgate writes to it (that one still meets the busy handler).
+Between processes that is neither prompt nor fair: a writer can sleep through many
+turns of the others, and some processes commit far less than others
+(`bench/sqlite_writers.py` measures it; docs/PERFORMANCE.md has the figures). So a
+writer first takes this process's lock (threads queue there), then an flock on a file
+beside the database (`<database>-writer`), which other headgate processes take the
+same way, and only then `BEGIN IMMEDIATE`, which then finds the database free unless a
+program other than headgate writes to it (that one still meets the busy handler).
 
 The flock is taken without blocking and retried after sleeps of 50 us doubling to
 1 ms, until the store's busy timeout: a blocking flock cannot time out, and a process
 stopped inside a transaction must cost the others a `StoreUnavailable`, not a hang.
 Where the file cannot be made (a read-only directory) or the platform has no flock,
-only the process lock is taken, as before.
+only the process lock is taken.
 """
 
 from __future__ import annotations
