@@ -42,7 +42,8 @@ def test_hg_store_takes_a_relative_sqlite_url(tmp_path: Path) -> None:
     result = run(tmp_path, "migrate", env={"HG_STORE": "sqlite:///rel.db"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("sqlite:///rel.db: schema version ")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["rel.db"]  # not headgate.db
+    # not headgate.db; rel.db-writer is its writers' lock file (adapters/sqlite/writer_lock.py)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rel.db", "rel.db-writer"]
 
 
 def test_hg_store_takes_an_absolute_sqlite_url(tmp_path: Path) -> None:
