@@ -41,28 +41,11 @@ class AttemptGate:
     """
 
     def __init__(self) -> None:
+        self.cancelled = threading.Event()
         self.reason: str | None = None
         self.closed = False
         self._lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
-        self._event: threading.Event | None = None
-        self._set = False
-
-    @property
-    def cancelled(self) -> threading.Event:
-        """Made on first use: most handlers never look, and an Event (a Condition and
-        its lock) cost a draining worker a tenth of its own CPU when made per attempt."""
-        with self._lock:
-            if self._event is None:
-                self._event = threading.Event()
-                if self._set:
-                    self._event.set()
-            return self._event
-
-    def _mark(self) -> threading.Event | None:
-        """Under the lock: the event is set from now on; the one to set, if made."""
-        self._set = True
-        return self._event
 
     def cancel(self, reason: str) -> bool:
         """Set the first reason and the event; False when already cancelled."""
@@ -70,9 +53,7 @@ class AttemptGate:
             first = self.reason is None
             if first:
                 self.reason = reason
-            event = self._mark()
-        if event is not None:
-            event.set()
+        self.cancelled.set()
         if first:
             self._notify()
         return first
@@ -83,9 +64,7 @@ class AttemptGate:
             self.closed = True
             if self.reason is None:
                 self.reason = reason
-            event = self._mark()
-        if event is not None:
-            event.set()
+        self.cancelled.set()
         if first:  # again after a cancel: a coroutine may have swallowed the first
             self._notify()
 

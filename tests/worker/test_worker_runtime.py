@@ -129,27 +129,6 @@ def test_a_write_from_a_superseded_attempt_is_refused(store: Store) -> None:
     assert store.get_output(job_id) is None
 
 
-def test_gate_event_made_late_still_shows_an_earlier_cancel() -> None:
-    """The gate makes ctx.cancelled on first use: a cancel or close before that use
-    must show on the event, one after it must set it, and other threads waiting on it
-    must wake."""
-    early = AttemptGate()
-    assert early.cancel("timed out") is True and early.cancel("again") is False
-    assert early.cancelled.is_set() and early.reason == "timed out"
-    closed = AttemptGate()
-    closed.close("lease lost")
-    assert closed.cancelled.is_set() and closed.closed
-    late = AttemptGate()
-    event = late.cancelled
-    assert not event.is_set()
-    woke = threading.Event()
-    waiter = threading.Thread(target=lambda: event.wait(10) and woke.set())
-    waiter.start()
-    late.close("released at shutdown")
-    waiter.join(10)
-    assert woke.is_set() and late.cancelled is event and late.reason == "released at shutdown"
-
-
 # -- timeouts, deadlines, decoding -------------------------------------------------------
 
 def test_handler_timeout_cancels_it_and_records_a_retry(
