@@ -6,7 +6,7 @@ runs `scripts/test.sh tests/faults` (which starts a throw-away PostgreSQL cluste
 both backends run) with `HG_RELIABILITY_OUT` pointing at a JSON-lines file that each
 scenario appends its figures to, then prints the table (and, with `--write`, replaces
 the table between the `figures` markers of that document). `--soak-n N` sets the soak
-size on both backends (default: the CI size, 20,000); `--from FILE` renders an
+size on both backends (default: the CI size, 10,000); `--from FILE` renders an
 existing JSON-lines file without running.
 The exit code is the test run's, so figures from a failing run are never mistaken
 for a pass.

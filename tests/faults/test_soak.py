@@ -3,7 +3,7 @@ SIGKILLed at random and restarted, until every job is terminal.
 
     HG_SOAK_N=1000000 ./scripts/test.sh tests/faults/test_soak.py
 
-N defaults to 20,000 on each backend (about a minute each on the 2-core CI box);
+N defaults to 10,000 on each backend (under a minute each on the 2-core CI box);
 HG_SOAK_N sets both. At the end: every job is
 terminal and none is lost; each completed job's completing fence left exactly one
 success line in the side-effect file and its result names that fence (a run killed
