@@ -134,3 +134,35 @@ def test_where_no_lock_file_can_be_made_the_process_lock_still_serves(
     assert order == ["first", "other"]
     assert not (blocker / "db-writer").exists()
     lock.close()
+
+
+def test_a_forked_child_takes_the_lock_on_its_own_description(tmp_path: Path) -> None:
+    """A child forked from a process that already opened the lock file must not share
+    its flock: holding it in the child keeps the parent out."""
+    lock = WriterLock(str(tmp_path / "f.db"), timeout_s=1.0)
+    with lock:  # the parent opens (and takes, then leaves) the file
+        pass
+    parent_fd = lock._fd  # noqa: SLF001 - the parent's own open file description
+    assert parent_fd is not None
+    ready_r, ready_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: hold the lock until the parent has tried
+        try:
+            with lock:
+                os.write(ready_w, b"1")
+                os.read(done_r, 1)
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(ready_r, 1) == b"1"
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(parent_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.write(done_w, b"1")
+        os.waitpid(pid, 0)
+        for fd in (ready_r, ready_w, done_r, done_w):
+            os.close(fd)
+    fcntl.flock(parent_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again once the child left
+    fcntl.flock(parent_fd, fcntl.LOCK_UN)
+    lock.close()

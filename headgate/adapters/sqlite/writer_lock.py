@@ -47,6 +47,7 @@ class WriterLock:
         self._path = None if db_path is None or fcntl is None else db_path + SUFFIX
         self._fd: int | None = None
         self._opened = False
+        self._pid = os.getpid()
         self.timeout_s = timeout_s
 
     def __enter__(self) -> WriterLock:
@@ -88,7 +89,13 @@ class WriterLock:
             sleep = min(sleep * 2, LONGEST_SLEEP_S)
 
     def _file(self) -> int | None:
-        """The lock file's descriptor, opened on first use (under the process lock)."""
+        """The lock file's descriptor, opened on first use (under the process lock), and
+        again in a forked child: an inherited descriptor shares the parent's flock, so
+        the two would not exclude each other and either's unlock would free both."""
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._fd = None  # the parent's: left open for it
+            self._opened = False
         if not self._opened:
             self._opened = True
             if self._path is not None:
