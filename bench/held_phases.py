@@ -7,9 +7,11 @@ Not a benchmark itself."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -152,3 +154,23 @@ def summarize(samples: list[dict[str, Any]], rate: float) -> dict[str, Any]:
     cleared = next((s["t_phase"] for s in samples
                     if s["phase"] == "released" and s["backlog"] <= rate), None)
     return {"phases": phases, "backlog_cleared_after_s": cleared}
+
+
+def run_in_tmp(prefix: str, label: str, run: Callable[[Path], dict[str, Any]], *,
+               keep: bool, out: str | None) -> None:
+    """`run(tmp)` in a fresh temporary directory (removed afterwards unless `keep`), its
+    JSON written to `out` or stdout."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    log(f"{label}: tmp {tmp}")
+    try:
+        result = run(tmp)
+    finally:
+        if keep:
+            log(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    text = json.dumps(result, indent=1)
+    if out:
+        Path(out).write_text(text + "\n")
+    else:
+        print(text)

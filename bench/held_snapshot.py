@@ -35,12 +35,9 @@ machine; `--clean 10 --hold 10 --released 10 --rate 100` checks that it works.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +47,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 from fixed_rate import Producer  # noqa: E402
-from held_phases import Snapshot, log, pg_tuples, records, run_phases, summarize  # noqa: E402
+from held_phases import (  # noqa: E402
+    Snapshot,
+    pg_tuples,
+    records,
+    run_in_tmp,
+    run_phases,
+    summarize,
+)
 from worker import REC, Backend, WorkerProc, worker_env  # noqa: E402  (bench/worker.py)
 
 import headgate  # noqa: E402
@@ -148,20 +152,8 @@ def main() -> None:
         ap.error("--store pg needs --pg-url (or HG_TEST_PG / HG_PG)")
     if min(args.clean, args.hold, args.released) < 1 or args.rate <= 0:
         ap.error("every phase needs at least a second, and --rate must be positive")
-    tmp = Path(tempfile.mkdtemp(prefix="hg-bench-held-"))
-    log(f"bench/held_snapshot.py: tmp {tmp}")
-    try:
-        result = run(args, tmp)
-    finally:
-        if args.keep_tmp:
-            log(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    text = json.dumps(result, indent=1)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    else:
-        print(text)
+    run_in_tmp("hg-bench-held-", "bench/held_snapshot.py", lambda tmp: run(args, tmp),
+               keep=args.keep_tmp, out=args.out)
 
 
 if __name__ == "__main__":

@@ -41,17 +41,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import threading
-import time
 import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -60,18 +58,19 @@ HERE = Path(__file__).resolve().parent
 PEERS_DIR = Path(os.environ.get("HG_PEERS_DIR") or HERE.parent.parent / "shared" / "peers")
 sys.path.insert(0, str(HERE))
 
+from fixed_rate import RateProducer, Sender  # noqa: E402
 from held_phases import (  # noqa: E402
     Snapshot,
-    log,
     pg_horizon,
     pg_tuples,
     records,
+    run_in_tmp,
     run_phases,
     summarize,
 )
 
 
-class Peer:
+class Peer(ABC):
     """One peer's producer, schema and worker on the run's database."""
 
     system = ""
@@ -83,23 +82,35 @@ class Peer:
     def __init__(self, dsn: str, concurrency: int) -> None:
         self.dsn = dsn
 
+    @abstractmethod
     def install(self) -> None:
-        raise NotImplementedError
+        """The peer's schema, as the harness installs it."""
 
+    @abstractmethod
     def open_producer(self) -> None:
-        raise NotImplementedError
+        """The producer's connection, in the producer's thread."""
 
+    @abstractmethod
     def enqueue(self, numbers: range) -> None:
-        raise NotImplementedError
+        """One batch with the peer's own API, each job carrying its number."""
 
-    def close_producer(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def close_producer(self) -> None: ...
 
-    def worker_argv(self) -> list[str]:
-        raise NotImplementedError
+    @abstractmethod
+    def worker_argv(self) -> list[str]: ...
 
-    def worker_desc(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def worker_desc(self) -> str: ...
+
+    @contextmanager
+    def session(self) -> Iterator[Sender]:
+        """fixed_rate.RateProducer's session: this peer's batch API."""
+        self.open_producer()
+        try:
+            yield (lambda first, n: self.enqueue(range(first, first + n)), self.unavailable)
+        finally:
+            self.close_producer()
 
     def worker_env(self) -> dict[str, str]:
         return {}
@@ -215,36 +226,6 @@ class Procrastinate(Peer):
 SYSTEMS: dict[str, type[Peer]] = {"pgqueuer": Pgqueuer, "procrastinate": Procrastinate}
 
 
-class Producer(threading.Thread):
-    """Enqueues `rate` jobs a second, the due ones every tick, numbered from 0, until
-    stopped (fixed_rate.Producer's schedule, with the peer's batch API)."""
-
-    def __init__(self, peer: Peer, rate: float, tick_s: float) -> None:
-        super().__init__(name="producer", daemon=True)
-        self.peer = peer
-        self.rate = rate
-        self.tick_s = tick_s
-        self.produced = 0
-        self.errors: list[str] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        self.peer.open_producer()
-        start = time.monotonic()
-        try:
-            while not self.stop.is_set():
-                due = int((time.monotonic() - start) * self.rate) - self.produced
-                if due > 0:
-                    try:
-                        self.peer.enqueue(range(self.produced, self.produced + due))
-                        self.produced += due
-                    except self.peer.unavailable as exc:  # retried on the next tick
-                        self.errors.append(str(exc))
-                self.stop.wait(self.tick_s)
-        finally:
-            self.peer.close_producer()
-
-
 class Database:
     """A fresh database on the server of `server_url`, dropped by `drop`."""
 
@@ -307,7 +288,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         gauges_conn = psycopg.connect(db.url, autocommit=True)
         server = gauges_conn.execute("SHOW server_version").fetchone()[0]
         worker = WorkerProc(peer.worker_argv(), env, tmp / "worker.log")
-        producer = Producer(peer, args.rate, args.tick_ms / 1000)
+        producer = RateProducer(args.rate, args.tick_ms / 1000, peer.session)
 
         def gauges() -> dict[str, Any]:
             return {**pg_tuples(gauges_conn, peer.table), **pg_horizon(gauges_conn)}
@@ -367,20 +348,8 @@ def main() -> None:
     if not (PEERS_DIR / "common.py").exists():
         ap.error(f"the peer harness is not at {PEERS_DIR} (set HG_PEERS_DIR)")
     sys.path.insert(1, str(PEERS_DIR))
-    tmp = Path(tempfile.mkdtemp(prefix=f"hg-bench-held-{args.system}-"))
-    log(f"bench/held_snapshot_peers.py: {args.system}, tmp {tmp}")
-    try:
-        result = run(args, tmp)
-    finally:
-        if args.keep_tmp:
-            log(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    text = json.dumps(result, indent=1)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    else:
-        print(text)
+    run_in_tmp(f"hg-bench-held-{args.system}-", f"bench/held_snapshot_peers.py: {args.system}",
+               lambda tmp: run(args, tmp), keep=args.keep_tmp, out=args.out)
 
 
 if __name__ == "__main__":
