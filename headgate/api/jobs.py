@@ -234,10 +234,17 @@ def enqueue() -> flask.Response:
     scope = idempotency.scope_key(idempotency_key())
     resp = json_response({"id": env.id}, 201)
 
+    app = flask.current_app._get_current_object()  # type: ignore[attr-defined]
+
     def replay_of(dup: Duplicate) -> tuple[int, dict[str, str], bytes] | None:
         # Replay, not conflict: same Idempotency-Key → same job. A caller's own unique
-        # key held by another job stores nothing: a retry asks again.
-        return idempotency.stored_parts(_joined(dup)) if idem_backed else None
+        # key held by another job stores nothing: a retry asks again. Its own app
+        # context: the store may call it from another request's thread (SQLite's
+        # group commit).
+        if not idem_backed:
+            return None
+        with app.app_context():
+            return idempotency.stored_parts(_joined(dup))
 
     done = store().enqueue_keyed(scope, wanted, env, idempotency.stored_parts(resp), replay_of)
     if done.record is not None:

@@ -126,22 +126,37 @@ class ApiStorageMixin:
         ttl_ms: int = idempotency.DAY_MS,
     ) -> KeyedEnqueue:
         """One write transaction (see idempotent_write); PostgreSQL's is one statement of
-        its own."""
-        with self.idempotent_write(scope_key, request_hash, ttl_ms) as tx:
-            if tx.record is not None:
-                return KeyedEnqueue(record=tx.record)
-            tx.respond(*answer)
-            tx.queues.add(envelope.queue)
-            try:
-                ids = self.enqueue_many_in(tx.conn, [envelope])
-            except Duplicate as dup:
-                replay = duplicate_answer(dup) if duplicate_answer is not None else None
-                if replay is None:
-                    tx.forget()  # a replace of the holder commits; the key stays free
-                else:
-                    tx.respond(*replay)
-                return KeyedEnqueue(duplicate=dup)
-            return KeyedEnqueue(ids=ids)
+        its own, SQLite's shares its transaction with concurrent requests'."""
+        check_text("scope_key", scope_key)
+        with self.db.write() as (conn, now):
+            done = self.enqueue_keyed_in(conn, now, scope_key, request_hash, envelope,
+                                         answer, duplicate_answer, ttl_ms)
+        if done.record is None:
+            self.activity.publish({envelope.queue})
+        return done
+
+    def enqueue_keyed_in(
+        self, conn: Any, now: int, scope_key: str, request_hash: str, envelope: Envelope,
+        answer: Answer, duplicate_answer: Callable[[Duplicate], Answer | None] | None,
+        ttl_ms: int,
+    ) -> KeyedEnqueue:
+        """enqueue_keyed's writes in the caller's write transaction: the key's record
+        (its lock held to the commit), the enqueue, the answer stored."""
+        record = idempotency.peek(conn, now, scope_key)
+        if record is not None:
+            return KeyedEnqueue(record=record)
+        try:
+            # The connection a producer Client's conn= takes: PostgreSQL's
+            # enqueue_many_in wants the driver's connection, SQLite's this one.
+            ids = self.enqueue_many_in(getattr(conn, "raw", conn), [envelope])
+        except Duplicate as dup:
+            # A replace of the holder commits; with no replay the key stays free.
+            replay = duplicate_answer(dup) if duplicate_answer is not None else None
+            if replay is not None:
+                idempotency.store_done(conn, now, scope_key, request_hash, ttl_ms, *replay)
+            return KeyedEnqueue(duplicate=dup)
+        idempotency.store_done(conn, now, scope_key, request_hash, ttl_ms, *answer)
+        return KeyedEnqueue(ids=ids)
 
     @contextmanager
     def idempotent_write(self, scope_key: str, request_hash: str,

@@ -63,7 +63,7 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _unavailable(exc: sqlite3.Error) -> StoreUnavailable:
+def unavailable(exc: sqlite3.Error) -> StoreUnavailable:
     text = str(exc)
     if "locked" in text or "busy" in text:
         return StoreUnavailable(f"store unavailable: database is locked ({text})")
@@ -114,7 +114,7 @@ class Database:
                 for setting in LATE_SETTINGS:
                     conn.execute(setting)
             except sqlite3.Error as exc:
-                raise _unavailable(exc) from exc
+                raise unavailable(exc) from exc
             self._local.conn = conn
             with self._all_lock:
                 self._all.append(conn)
@@ -129,7 +129,7 @@ class Database:
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise _unavailable(exc) from exc
+                raise unavailable(exc) from exc
             self._open_since[thread] = time.monotonic()
             changes = conn.total_changes
             try:
@@ -139,7 +139,7 @@ class Database:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.OperationalError):
-                    raise _unavailable(exc) from exc
+                    raise unavailable(exc) from exc
                 raise
             finally:
                 self._open_since.pop(thread, None)
@@ -159,7 +159,7 @@ class Database:
                         self._all.append(self._probe)
                 return self._probe.execute(DATA_VERSION).fetchone()[0]
         except sqlite3.Error as exc:
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
 
     def _checkpoint_connection(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -172,12 +172,12 @@ class Database:
         try:
             conn.execute("BEGIN")
         except sqlite3.Error as exc:
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
         self._open_since[thread] = time.monotonic()
         try:
             yield conn
         except sqlite3.OperationalError as exc:
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
         finally:
             self._open_since.pop(thread, None)
             if conn.in_transaction:
@@ -203,7 +203,7 @@ class Database:
         try:
             return self.connection().execute(sql, params).fetchall()
         except sqlite3.OperationalError as exc:
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
 
     def migrate(self) -> int:
         """Apply numbered files from headgate/db/sqlite that are newer than the recorded
@@ -213,7 +213,7 @@ class Database:
         try:
             conn.execute(CREATE_MIGRATION_LEDGER)
         except sqlite3.Error as exc:  # e.g. a file that is not a database, or read-only
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
         for migration in migrations("sqlite"):
             version = migration.version
             with self.write() as (wconn, now):
@@ -229,14 +229,14 @@ class Database:
         try:
             triggers_stale = bool(stale_trigger_files(conn))
         except sqlite3.Error as exc:
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
         if triggers_stale:  # all current: a read, no write
             with self.write() as (wconn, now):
                 apply_trigger_files(wconn, now)
         try:
             stale = sqlite_constants_differ(conn)
         except sqlite3.Error as exc:
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
         if stale:  # unchanged constants: a read, no write
             with self.write() as (wconn, _now):
                 write_sqlite_constants(wconn)
@@ -257,7 +257,7 @@ class Database:
             triggers = [f.name for f in stale_trigger_files(conn, by_digest=False)]
             stale = sqlite_constants_differ(conn)
         except sqlite3.Error as exc:
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
         return triggers + (["schema_constants"] if stale else [])
 
     def applied_versions(self) -> set[int]:
@@ -271,7 +271,7 @@ class Database:
                 return set()
             return {int(r[0]) for r in conn.execute(APPLIED_VERSIONS)}
         except sqlite3.Error as exc:
-            raise _unavailable(exc) from exc
+            raise unavailable(exc) from exc
 
     def close(self) -> None:
         self.checkpointer.close()

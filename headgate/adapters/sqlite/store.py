@@ -4,21 +4,32 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from headgate.adapters.shared import adaptive
+from headgate.adapters.shared import adaptive, idempotency
 from headgate.adapters.shared.admission_limits import validate_admit_args
 from headgate.adapters.shared.enqueue_rows import EnqueueResult
 from headgate.adapters.shared.store import SqlStore
-from headgate.core import AckRequest, Claim, Envelope, Explanation, InvalidInput, StoreUnavailable
+from headgate.core import (
+    AckRequest,
+    Claim,
+    Duplicate,
+    Envelope,
+    Explanation,
+    InvalidInput,
+    StoreUnavailable,
+)
+from headgate.core.envelope import check_text
 from headgate.core.records import TransactionHorizon
 from headgate.store.activity import ActivityHub
 from headgate.store.capabilities import Capabilities
+from headgate.store.port import Answer, KeyedEnqueue
 
 from . import admission, enqueue
 from .checkpoint import WAL_SIZE_LIMIT
+from .combining import WriteCombiner
 from .connection import Database
 
 # Said with a missing directory, the usual result of one slash too few or too many.
@@ -42,6 +53,7 @@ class SqliteStore(SqlStore):
                     f"({SQLITE_URL_RULE})")
         self.path = path
         self.db = Database(path, busy_timeout_ms, wal_limit_bytes)
+        self.combiner = WriteCombiner(self.db)
         self.activity = ActivityHub()
         self.crash_limit = crash_limit
         if migrate:
@@ -81,6 +93,20 @@ class SqliteStore(SqlStore):
             claims = admission.admit(conn, now, worker_id, queues, capacity, lease_ms, quantum)
         self._publish(wake)
         return lost, claims
+
+    def enqueue_keyed(
+        self, scope_key: str, request_hash: str, envelope: Envelope, answer: Answer,
+        duplicate_answer: Callable[[Duplicate], Answer | None] | None = None,
+        ttl_ms: int = idempotency.DAY_MS,
+    ) -> KeyedEnqueue:
+        """The shared writes, in a transaction shared with concurrent requests' (group
+        commit, combining.py): one commit for every request that waited for the writer."""
+        check_text("scope_key", scope_key)
+        done = self.combiner.run(lambda conn, now: self.enqueue_keyed_in(
+            conn, now, scope_key, request_hash, envelope, answer, duplicate_answer, ttl_ms))
+        if done.record is None:
+            self.activity.publish({envelope.queue})
+        return done
 
     def enqueue_many_in(self, conn: sqlite3.Connection,
                         envelopes: Sequence[Envelope]) -> list[str]:
