@@ -231,11 +231,13 @@ class DutyRunner:
         return functions
 
     def _retention(self) -> int:
-        """Expired jobs, unique keys whose window passed, lifecycle keys whose job is
-        gone (a sweep continuing where it stopped), buckets past the history horizon,
-        then audit entries past the audit horizon: each in bounded batches."""
+        """Expired jobs, waiting flags of partitions that emptied, unique keys whose
+        window passed, lifecycle keys whose job is gone (a sweep continuing where it
+        stopped), buckets past the history horizon, then audit entries past the audit
+        horizon: each in bounded batches."""
         store = self.store
-        return (self._drain(store.evict_retained) + self._drain(store.prune_uniques)
+        return (self._drain(store.evict_retained) + self._drain(store.settle_partitions)
+                + self._drain(store.prune_uniques)
                 + self._drain(store.prune_orphan_uniques)
                 + self._drain(lambda n: store.prune_history(self.history_retention_ms, n))
                 + self._drain(lambda n: store.prune_audit(self.audit_retention_ms, n)))

@@ -297,6 +297,12 @@ class Maintenance(StoreBasics, Protocol):
         many keys were examined (fewer than `limit`: the sweep finished a pass)."""
 
     @abstractmethod
+    def settle_partitions(self, limit: int = 1000) -> int:
+        """Clear the waiting flag of at most `limit` partitions whose jobs no longer
+        wait, where the engine keeps one apart from the count (PostgreSQL: the flag keeps
+        the count's updates HOT; SQLite keeps none and returns 0). Returns how many."""
+
+    @abstractmethod
     def prune_history(self, older_than_ms: int, limit: int = 1000) -> int:
         """Delete at most `limit` history and latency buckets that began more than
         `older_than_ms` ago (the oldest first). Returns how many went."""

@@ -15,7 +15,7 @@ from headgate.adapters.shared.enqueue_rows import EnqueueResult
 from headgate.adapters.shared.queries import load
 from headgate.adapters.shared.store import SqlStore
 from headgate.core import Claim, Duplicate, Envelope, Outcome
-from headgate.core.envelope import check_text
+from headgate.core.envelope import check_int, check_text
 from headgate.core.records import IdempotencyRecord, TransactionHorizon
 from headgate.store.activity import ActivityHub
 from headgate.store.capabilities import Capabilities
@@ -32,6 +32,7 @@ log = logging.getLogger("headgate.postgres")
 
 Q = load(__name__)
 TRANSACTION_HORIZON = Q["transaction_horizon"]
+SETTLE_PARTITIONS = Q["settle_partitions"]
 
 
 class PostgresStore(ServerAdmission, SqlStore):
@@ -82,6 +83,11 @@ class PostgresStore(ServerAdmission, SqlStore):
             if self._finished is None:
                 self._finished = FinishedListener(self.url)
         return self._finished.watch(job_id, callback)
+
+    def settle_partitions(self, limit: int = 1000) -> int:
+        check_int("limit", limit, 1)
+        with self.db.write() as (conn, _):
+            return int(conn.execute(SETTLE_PARTITIONS, (limit,)).fetchone()[0])
 
     def transaction_horizon(self) -> TransactionHorizon:
         """The oldest open transaction of any client session on this database (not

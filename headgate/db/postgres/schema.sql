@@ -194,9 +194,10 @@ CREATE TABLE partitions (
     deficit bigint DEFAULT 0 NOT NULL,
     scan_priority integer,
     scan_rowid bigint,
+    has_waiting boolean DEFAULT false NOT NULL,
     CONSTRAINT partitions_pkey PRIMARY KEY (queue, partition_key)
 );
-CREATE INDEX partitions_waiting ON partitions USING btree (queue, partition_key) WHERE waiting > 0;
+CREATE INDEX partitions_waiting ON partitions USING btree (queue, partition_key) WHERE has_waiting;
 
 CREATE TABLE quarantine (
     fingerprint text NOT NULL,

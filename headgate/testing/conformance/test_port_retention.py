@@ -95,3 +95,29 @@ def test_a_pruned_window_key_is_claimed_afresh_and_holds_again(store: Store) -> 
 def test_prune_uniques_rejects_a_limit_below_one(store: Store) -> None:
     with pytest.raises(InvalidInput, match="limit"):
         store.prune_uniques(0)
+
+
+
+def test_settling_partitions_never_hides_a_waiting_job(store: Store) -> None:
+    """Partitions that emptied lose their waiting flag (an engine that keeps one); the
+    partitions still waiting, and one that fills again afterwards, are admitted."""
+    client = Client(store)
+
+    def put(key: str, *payloads: bytes) -> None:
+        client.enqueue_many([headgate.Envelope(kind="k", payload=p, queue="settle",
+                                               partition_key=key) for p in payloads])
+
+    put("a", b"a0", b"a1")
+    for claim in store.admit("w", ["settle"], capacity=2):
+        store.ack(claim, Outcome.SUCCESS)
+    put("b", b"b0", b"b1")
+    assert store.settle_partitions(100) >= 0
+    assert store.settle_partitions(100) == 0  # nothing left to settle
+    assert {c.job.payload for c in store.admit("w", ["settle"], capacity=1)} == {b"b0"}
+    put("a", b"a2")
+    waiting = {p.partition_key: p.waiting for p in store.partitions("settle")}
+    assert (waiting.get("a"), waiting.get("b")) == (1, 1)
+    got = {c.job.payload for c in store.admit("w", ["settle"], capacity=10)}
+    assert got == {b"a2", b"b1"}
+    with pytest.raises(InvalidInput):
+        store.settle_partitions(0)

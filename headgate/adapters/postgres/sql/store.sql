@@ -1,5 +1,8 @@
 -- PostgresStore's own statements (store.py).
 
+-- name: settle_partitions
+SELECT headgate_settle_partitions_v1(?)
+
 -- name: transaction_horizon
 -- The oldest open transaction of any other client session on this database and the age
 -- of the oldest snapshot: what keeps vacuum from removing dead row versions.

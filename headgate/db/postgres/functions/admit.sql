@@ -279,7 +279,7 @@ BEGIN
                coalesce(array_agg(p.running ORDER BY p.partition_key), '{}')
         INTO page_key, page_deficit, page_running
         FROM (SELECT partition_key, deficit, running FROM partitions
-              WHERE queue = p_queue AND waiting > 0
+              WHERE queue = p_queue AND has_waiting AND waiting > 0
                 AND partition_key > page_after
               ORDER BY partition_key LIMIT p_page) AS p;
     ELSIF page_after IS NULL THEN
@@ -288,7 +288,7 @@ BEGIN
                coalesce(array_agg(p.running ORDER BY p.partition_key), '{}')
         INTO page_key, page_deficit, page_running
         FROM (SELECT partition_key, deficit, running FROM partitions
-              WHERE queue = p_queue AND waiting > 0
+              WHERE queue = p_queue AND has_waiting AND waiting > 0
                 AND partition_key <= p_cursor
               ORDER BY partition_key LIMIT p_page) AS p;
     ELSE
@@ -297,7 +297,7 @@ BEGIN
                coalesce(array_agg(p.running ORDER BY p.partition_key), '{}')
         INTO page_key, page_deficit, page_running
         FROM (SELECT partition_key, deficit, running FROM partitions
-              WHERE queue = p_queue AND waiting > 0
+              WHERE queue = p_queue AND has_waiting AND waiting > 0
                 AND partition_key > page_after
                 AND partition_key <= p_cursor
               ORDER BY partition_key LIMIT p_page) AS p;
@@ -590,7 +590,7 @@ BEGIN
     -- How many have waiting jobs, counted up to p_want: with as many partitions
     -- as wanted jobs or more the quantum is 1 whatever their number.
     SELECT count(*) INTO v_n
-    FROM (SELECT 1 FROM partitions WHERE queue = p_queue AND waiting > 0
+    FROM (SELECT 1 FROM partitions WHERE queue = p_queue AND has_waiting AND waiting > 0
           LIMIT p_want) AS waiting;
     IF v_n = 0 THEN
         RETURN;
@@ -879,7 +879,8 @@ BEGIN
                                     AND queue = p_queues[1])
             ), waiting AS MATERIALIZED (
                 SELECT partition_key, deficit, scan_priority, scan_rowid FROM partitions
-                WHERE queue = p_queues[1] AND waiting > 0 AND EXISTS (SELECT 1 FROM open_queue)
+                WHERE queue = p_queues[1] AND has_waiting AND waiting > 0
+                  AND EXISTS (SELECT 1 FROM open_queue)
                 LIMIT 2
             ), served AS MATERIALIZED (
                 SELECT w.partition_key, w.scan_priority, w.scan_rowid FROM waiting w, open_queue q

@@ -1,6 +1,9 @@
 -- The per-queue state counters (queue_counts) and the partitions' waiting/running counts,
 -- kept exact by statement-level triggers on jobs: one delta per statement from its
--- transition tables, however many rows it touched. The insert trigger also counts the
+-- transition tables, however many rows it touched. A partition's has_waiting flag
+-- (0026_partitions_waiting_flag.sql) is set by any statement that makes one of its jobs
+-- available and left as it is otherwise (an unchanged flag keeps the update HOT);
+-- headgate_settle_partitions_v1 clears it. The insert trigger also counts the
 -- arrivals (queue_history.arrived, in the bucket of the jobs' enqueued_at_ms): every
 -- insert into jobs is an enqueue, whether by the plain statement, a COPY batch or
 -- headgate_enqueue_v3, so none of them writes arrivals itself.
@@ -37,14 +40,16 @@ BEGIN
     -- The scan fence in the same write: a new job sorts after the fence (rowids only
     -- grow) unless its priority is higher, which moves the fence back to it. A new
     -- partition row has none (scan from the start: jobs may predate the row).
-    INSERT INTO partitions (queue, partition_key, waiting, running)
+    INSERT INTO partitions (queue, partition_key, waiting, running, has_waiting)
     SELECT queue, partition_key,
-           count(*) FILTER (WHERE state = 'available'), count(*) FILTER (WHERE state = 'running')
+           count(*) FILTER (WHERE state = 'available'), count(*) FILTER (WHERE state = 'running'),
+           count(*) FILTER (WHERE state = 'available') > 0
     FROM ins WHERE state IN ('available', 'running')
     GROUP BY queue, partition_key ORDER BY queue, partition_key
     ON CONFLICT (queue, partition_key) DO UPDATE SET
         waiting = partitions.waiting + excluded.waiting,
         running = partitions.running + excluded.running,
+        has_waiting = partitions.has_waiting OR excluded.has_waiting,
         (scan_priority, scan_rowid) = (
             SELECT coalesce(f.priority, partitions.scan_priority),
                    coalesce(f.rowid, partitions.scan_rowid)
@@ -80,14 +85,16 @@ BEGIN
         WHERE o.state <> n.state
           AND (o.state IN ('available', 'running') OR n.state IN ('available', 'running'))
     )
-    INSERT INTO partitions (queue, partition_key, waiting, running)
+    INSERT INTO partitions (queue, partition_key, waiting, running, has_waiting)
     SELECT queue, partition_key,
            sum((new_state = 'available')::int - (old_state = 'available')::int),
-           sum((new_state = 'running')::int - (old_state = 'running')::int)
+           sum((new_state = 'running')::int - (old_state = 'running')::int),
+           bool_or(new_state = 'available')
     FROM changed GROUP BY queue, partition_key ORDER BY queue, partition_key
     ON CONFLICT (queue, partition_key) DO UPDATE SET
         waiting = partitions.waiting + excluded.waiting,
-        running = partitions.running + excluded.running;
+        running = partitions.running + excluded.running,
+        has_waiting = partitions.has_waiting OR excluded.has_waiting;
     -- Any row that is available after the statement, whether it became so (a retry, a
     -- promotion, a reclaim) or was changed in place (a new priority). A claim or an ack
     -- leaves none, and pays one look.
@@ -114,6 +121,20 @@ BEGIN
         running = partitions.running + excluded.running;
     RETURN NULL;
 END $$;
+
+-- Flags of partitions with no waiting job cleared, up to p_limit; how many. Each row is
+-- re-checked under its lock (READ COMMITTED), so a count raised meanwhile keeps its flag.
+CREATE OR REPLACE FUNCTION headgate_settle_partitions_v1(p_limit INTEGER) RETURNS INTEGER
+LANGUAGE sql AS $$
+    WITH settled AS (
+        UPDATE partitions SET has_waiting = false
+        WHERE (queue, partition_key) IN (SELECT queue, partition_key FROM partitions
+                                         WHERE has_waiting AND waiting = 0 LIMIT p_limit)
+          AND has_waiting AND waiting = 0
+        RETURNING 1
+    )
+    SELECT count(*)::integer FROM settled
+$$;
 
 CREATE OR REPLACE TRIGGER jobs_counts_insert AFTER INSERT ON jobs
     REFERENCING NEW TABLE AS ins FOR EACH STATEMENT EXECUTE FUNCTION headgate_counts_insert();

@@ -1,0 +1,4 @@
+-- PostgreSQL only: partitions gain a has_waiting flag for the partial index of waiting
+-- partitions, so that changes of the count are HOT updates there (see the PostgreSQL
+-- file of this number). SQLite keeps no row versions behind an update: its partial
+-- index on the count stays as it is.
