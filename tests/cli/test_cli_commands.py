@@ -23,6 +23,7 @@ NOT_BENCHMARKS = {
     "compare_table.py": "bench/compare.sh's table of one run's output",
     "cpu_meter.py": "bench/compare.sh's wrapper adding CPU per job to the harness's rows",
     "fixed_rate.py": "the fixed-rate producer thread of held_snapshot.py and long_horizon.py",
+    "held_chart.py": "a record of held_snapshot.py's and the peers' runs side by side",
     "held_snapshot_peers.py": "held_snapshot.py's phases for the PostgreSQL peers, run in the "
                               "peer harness's venv (no headgate there)",
     "httpbench.py": "the implementation behind bench/http.py (the `http` name)",
