@@ -20,7 +20,7 @@ from typing import Any
 
 KEPT = ("bench", "store", "system", "rate", "concurrency", "seconds", "phases",
         "backlog_cleared_after_s", "produced", "completed", "completed_twice", "versions",
-        "python", "cpus")
+        "commit", "python", "cpus")
 
 
 def compact(run: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import json
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +33,14 @@ FROM pg_stat_activity
 WHERE datname = current_database() AND pid <> pg_backend_pid()
   AND backend_type = 'client backend' AND state <> 'idle' AND xact_start IS NOT NULL
 """
+
+
+def commit() -> str | None:
+    """The checkout's commit, for the record (None outside a git checkout)."""
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"],
+                          cwd=Path(__file__).resolve().parent.parent,
+                          capture_output=True, text=True, check=False)
+    return done.stdout.strip() or None
 
 
 def log(*parts: object) -> None:

@@ -49,6 +49,7 @@ sys.path.insert(0, str(HERE))
 from fixed_rate import Producer  # noqa: E402
 from held_phases import (  # noqa: E402
     Snapshot,
+    commit,
     pg_tuples,
     records,
     run_in_tmp,
@@ -130,7 +131,8 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "produced": producer.produced, "completed": len(ids),
         "completed_twice": len(ids) - len(set(ids)), "held_snapshot_rows": phases.held_rows,
         "producer_errors": len(producer.errors), "worker_exit_code": code,
-        "python": platform.python_version(), "cpus": os.cpu_count(), "samples": phases.samples,
+        "commit": commit(), "python": platform.python_version(), "cpus": os.cpu_count(),
+        "samples": phases.samples,
     }
 
 

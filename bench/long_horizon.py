@@ -746,12 +746,6 @@ def svg(result: dict[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def commit() -> str | None:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                          capture_output=True, text=True, check=False)
-    return done.stdout.strip() or None
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--store", choices=["sqlite", "pg"], default="sqlite")
@@ -798,6 +792,8 @@ def main() -> None:
             log(f"kept {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
+    from held_phases import commit  # bench/held_phases.py
+
     result.update({"commit": commit(), "started_at": round(started, 1),
                    "wall_s": round(time.time() - started, 1),
                    "python": platform.python_version(), "cpus": os.cpu_count(),
