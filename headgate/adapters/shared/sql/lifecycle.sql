@@ -25,32 +25,36 @@ UPDATE jobs SET {assignments} WHERE id = ?
 -- name: complete_plain
 -- Plain successes checked and applied by the statement itself (see
 -- ack_plain_successes): each ack's row must still be running under its lease and fence;
--- RETURNING names the rows it changed, the rest are lost leases.
+-- RETURNING names the rows it changed, the rest are lost leases. The running state is
+-- tested as `state || ''` in this and the other statements that find a running job by
+-- id: with `state = 'running'` the planner may read the job through the partial index
+-- jobs_running, which its statistics call tiny, and a generic plan then scans every
+-- entry of that index (on PostgreSQL, under a held snapshot, every claim's since).
 UPDATE jobs SET state = ?, lease_id = NULL, lease_expires_at_ms = NULL,
     finalized_at_ms = ?, expires_at_ms = ? + retention_ms
-WHERE id IN ({marks}) AND state = 'running' AND retention_ms > 0
+WHERE id IN ({marks}) AND state || '' = 'running' AND retention_ms > 0
   AND (id, lease_id, fence) IN (VALUES {rows})
 RETURNING id, queue
 
 -- name: delete_plain
 DELETE FROM jobs
-WHERE id IN ({marks}) AND state = 'running' AND retention_ms = 0
+WHERE id IN ({marks}) AND state || '' = 'running' AND retention_ms = 0
   AND (id, lease_id, fence) IN (VALUES {rows})
 RETURNING id, queue
 
 -- name: renew
 UPDATE jobs SET lease_expires_at_ms = ?
-WHERE id = ? AND lease_id = ? AND fence = ? AND state = 'running'
+WHERE id = ? AND lease_id = ? AND fence = ? AND state || '' = 'running'
 
 -- name: write_progress
 UPDATE jobs SET progress_current = ?, progress_total = ?, progress_message = ?,
     progress_fence = fence, progress_updated_at_ms = ?
-WHERE id = ? AND lease_id = ? AND fence = ? AND state = 'running'
+WHERE id = ? AND lease_id = ? AND fence = ? AND state || '' = 'running'
 
 -- name: write_output
 UPDATE jobs SET output = ?, output_schema_version = ?, output_fence = fence,
     output_updated_at_ms = ?
-WHERE id = ? AND lease_id = ? AND fence = ? AND state = 'running'
+WHERE id = ? AND lease_id = ? AND fence = ? AND state || '' = 'running'
 
 -- name: select_expired
 SELECT id, crash_attempt, fingerprint, kind, worker_id, errors, queue, retention_ms, fence
