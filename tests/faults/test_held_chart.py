@@ -39,7 +39,8 @@ def test_a_tiny_held_run_is_charted_beside_another(tmp_path: Path) -> None:
     seconds = len(one["per_second"]["completed"])
     assert seconds == 7 and len(one["per_second"]["backlog"]) == seconds
     assert one["phase_starts_s"] == {"held": 2, "released": 5}
-    assert one["completed"] == one["produced"] > 0 and one["completed_twice"] == 0
+    # The run stops its worker at the end: the last second's jobs may still wait.
+    assert 0 < one["completed"] <= one["produced"] and one["completed_twice"] == 0
     svg = ET.fromstring(out.with_suffix(".svg").read_text())
     lines = svg.findall("{http://www.w3.org/2000/svg}polyline")
     assert len(lines) == 4  # completions and backlog, for each of the two runs
