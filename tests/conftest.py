@@ -88,6 +88,16 @@ def store(store_url: str) -> Iterator[Store]:
 
 
 @pytest.fixture
+def pg_store(pg_url: str) -> Iterator[Store]:
+    """A store on a fresh PostgreSQL database, migrated (the PostgreSQL-only tests')."""
+    s = open_store(pg_url)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
 def open_more(store_url: str) -> Iterator[Callable[[], Store]]:
     """Opens extra stores on the same database (another process's view of it)."""
     opened: list[Store] = []

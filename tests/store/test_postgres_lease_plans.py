@@ -8,13 +8,12 @@ every claimed job leaves an entry there that vacuum may not remove, one renewal 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import psycopg
 import pytest
 from conftest import pg_available
 
-from headgate import Client, Envelope, Store, open_store
+from headgate import Client, Envelope, Store
 from headgate.adapters.shared import lifecycle
 
 pytestmark = pytest.mark.skipif(not pg_available(), reason="needs HG_TEST_PG")
@@ -27,14 +26,6 @@ BY_ID = {
     "delete_plain": lifecycle.DELETE_PLAIN.format(marks="?", rows="(?, ?, ?::bigint)"),
 }
 
-
-@pytest.fixture
-def store(pg_url: str) -> Iterator[Store]:
-    s = open_store(pg_url)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def generic_plan(conn: psycopg.Connection, sql: str) -> str:
@@ -52,12 +43,12 @@ def generic_plan(conn: psycopg.Connection, sql: str) -> str:
     return "\n".join(r[0] for r in rows)
 
 
-def test_a_running_job_is_found_by_its_id(store: Store, pg_url: str) -> None:
-    Client(store).enqueue_many([Envelope(kind="k", payload=b"%d" % i, queue="plans")
+def test_a_running_job_is_found_by_its_id(pg_store: Store, pg_url: str) -> None:
+    Client(pg_store).enqueue_many([Envelope(kind="k", payload=b"%d" % i, queue="plans")
                                 for i in range(2_000)])
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("ANALYZE jobs")  # while none runs: jobs_running looks empty
-        store.admit("w", ["plans"], capacity=5)
+        pg_store.admit("w", ["plans"], capacity=5)
         plans = {name: generic_plan(conn, sql) for name, sql in BY_ID.items()}
     for name, plan in plans.items():
         assert "jobs_running" not in plan, (name, plan)

@@ -6,13 +6,11 @@ lookup of the row walked, one heap visit each."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import psycopg
 import pytest
 from conftest import pg_available
 
-from headgate import Client, Envelope, Store, open_store
+from headgate import Client, Envelope, Store
 from headgate.core import Outcome
 from headgate.core.job import AckRequest
 
@@ -20,14 +18,6 @@ pytestmark = pytest.mark.skipif(not pg_available(), reason="needs HG_TEST_PG")
 
 Q = "flagged"
 
-
-@pytest.fixture
-def store(pg_url: str) -> Iterator[Store]:
-    s = open_store(pg_url)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def entries_walked(conn: psycopg.Connection, key: str = "") -> int:
@@ -53,23 +43,23 @@ def flags(url: str) -> dict[str, tuple[int, bool]]:
 
 
 def test_under_a_held_snapshot_the_partition_row_stays_cheap_to_find(
-    store: Store, pg_url: str
+    pg_store: Store, pg_url: str
 ) -> None:
     """A thousand jobs enqueued, claimed and acked one at a time leave ~2,000 versions
     of the partition row that vacuum may not remove. With HOT updates the index has an
     entry per heap page of them (a chain on each); with the count in the partial
     index's predicate it had one per version, and every lookup and upsert of the row
     checked each against the heap (2,002 for these 1,000 jobs)."""
-    client = Client(store)
+    client = Client(pg_store)
     client.enqueue(kind="work", payload=b"first", queue=Q)
     with psycopg.connect(pg_url) as holder, psycopg.connect(pg_url) as conn:
         holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         holder.execute("SELECT count(*) FROM jobs").fetchone()
         before = entries_walked(conn)
-        _, claims = store.ack_and_admit([], "w", [Q], 1)
+        _, claims = pg_store.ack_and_admit([], "w", [Q], 1)
         for i in range(1000):
             client.enqueue(kind="work", payload=b"%d" % i, queue=Q)
-            _, claims = store.ack_and_admit(
+            _, claims = pg_store.ack_and_admit(
                 [AckRequest(c, Outcome.SUCCESS) for c in claims], "w", [Q], 1)
             assert len(claims) == 1
         after = entries_walked(conn)
@@ -78,21 +68,21 @@ def test_under_a_held_snapshot_the_partition_row_stays_cheap_to_find(
 
 
 def test_settling_clears_the_flags_of_emptied_partitions_only(
-    store: Store, pg_url: str
+    pg_store: Store, pg_url: str
 ) -> None:
-    client = Client(store)
+    client = Client(pg_store)
     for key in ("a", "b"):
         client.enqueue_many([Envelope(kind="k", payload=key.encode() + b"%d" % i, queue=Q,
                                       partition_key=key) for i in range(2)])
     while True:  # a drained, b still waiting
-        claims = [c for c in store.admit("w", [Q], capacity=1)]
+        claims = [c for c in pg_store.admit("w", [Q], capacity=1)]
         assert claims
-        store.ack(claims[0], Outcome.SUCCESS)
+        pg_store.ack(claims[0], Outcome.SUCCESS)
         if flags(pg_url)["a"][0] == 0:
             break
     # a's flag outlives its jobs until settled: the counts' updates left it alone.
     assert flags(pg_url)["a"] == (0, True)
-    assert store.settle_partitions(100) == 1
+    assert pg_store.settle_partitions(100) == 1
     assert flags(pg_url)["a"] == (0, False)
     assert flags(pg_url)["b"][1] is True
     client.enqueue(kind="k", payload=b"again", queue=Q, partition_key="a")

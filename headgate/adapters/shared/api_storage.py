@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from headgate.core import Duplicate, Envelope, StoreUnavailable
 from headgate.core.envelope import check_int, check_text
@@ -19,6 +19,7 @@ from headgate.store.port import Answer, IdempotentWrite, KeyedEnqueue
 
 from . import idempotency, operations, queue_admin
 
+T = TypeVar("T")
 
 class ApiStorageMixin:
     if TYPE_CHECKING:  # provided by the concrete store
@@ -125,15 +126,20 @@ class ApiStorageMixin:
         duplicate_answer: Callable[[Duplicate], Answer | None] | None = None,
         ttl_ms: int = idempotency.DAY_MS,
     ) -> KeyedEnqueue:
-        """One write transaction (see idempotent_write); PostgreSQL's is one statement of
-        its own, SQLite's shares its transaction with concurrent requests'."""
+        """One write transaction (see idempotent_write; write_combined); PostgreSQL's is
+        one statement of its own."""
         check_text("scope_key", scope_key)
-        with self.db.write() as (conn, now):
-            done = self.enqueue_keyed_in(conn, now, scope_key, request_hash, envelope,
-                                         answer, duplicate_answer, ttl_ms)
+        done = self.write_combined(lambda conn, now: self.enqueue_keyed_in(
+            conn, now, scope_key, request_hash, envelope, answer, duplicate_answer, ttl_ms))
         if done.record is None:
             self.activity.publish({envelope.queue})
         return done
+
+    def write_combined(self, action: Callable[[Any, int], T]) -> T:
+        """`action(conn, now)` in a write transaction of its own; an engine may let
+        concurrent callers' actions share one (SQLite's group commit)."""
+        with self.db.write() as (conn, now):
+            return action(conn, now)
 
     def enqueue_keyed_in(
         self, conn: Any, now: int, scope_key: str, request_hash: str, envelope: Envelope,

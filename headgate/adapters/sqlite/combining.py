@@ -34,14 +34,13 @@ MAX_BATCH = 64
 
 
 class _Slot(Generic[T]):
-    __slots__ = ("action", "wake", "result", "error", "done", "lead")
+    __slots__ = ("action", "wake", "result", "error", "lead")
 
     def __init__(self, action: Callable[[sqlite3.Connection, int], T]) -> None:
         self.action = action
         self.wake = threading.Event()
         self.result: T | None = None
         self.error: BaseException | None = None
-        self.done = False
         self.lead = False
 
 
@@ -90,7 +89,6 @@ class WriteCombiner:
                 heir = self._waiting[0] if self._waiting else None
                 self._leading = heir is not None
             for slot in batch:
-                slot.done = True
                 slot.wake.set()
             if heir is not None:
                 heir.lead = True

@@ -6,26 +6,24 @@ import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from headgate.adapters.shared import adaptive, idempotency
+from headgate.adapters.shared import adaptive
 from headgate.adapters.shared.admission_limits import validate_admit_args
 from headgate.adapters.shared.enqueue_rows import EnqueueResult
 from headgate.adapters.shared.store import SqlStore
 from headgate.core import (
     AckRequest,
     Claim,
-    Duplicate,
     Envelope,
     Explanation,
     InvalidInput,
     StoreUnavailable,
 )
-from headgate.core.envelope import check_int, check_text
+from headgate.core.envelope import check_int
 from headgate.core.records import TransactionHorizon
 from headgate.store.activity import ActivityHub
 from headgate.store.capabilities import Capabilities
-from headgate.store.port import Answer, KeyedEnqueue
 
 from . import admission, enqueue
 from .checkpoint import WAL_SIZE_LIMIT
@@ -36,6 +34,7 @@ from .connection import Database
 SQLITE_URL_RULE = ("sqlite:///relative/path.db, three slashes, is relative to the working "
                    "directory; sqlite:////absolute/path.db, four, is an absolute path")
 
+T = TypeVar("T")
 
 class SqliteStore(SqlStore):
     backend = "sqlite"
@@ -98,19 +97,10 @@ class SqliteStore(SqlStore):
         check_int("limit", limit, 1)
         return 0  # the partial index reads the count itself: no flag to clear
 
-    def enqueue_keyed(
-        self, scope_key: str, request_hash: str, envelope: Envelope, answer: Answer,
-        duplicate_answer: Callable[[Duplicate], Answer | None] | None = None,
-        ttl_ms: int = idempotency.DAY_MS,
-    ) -> KeyedEnqueue:
-        """The shared writes, in a transaction shared with concurrent requests' (group
-        commit, combining.py): one commit for every request that waited for the writer."""
-        check_text("scope_key", scope_key)
-        done = self.combiner.run(lambda conn, now: self.enqueue_keyed_in(
-            conn, now, scope_key, request_hash, envelope, answer, duplicate_answer, ttl_ms))
-        if done.record is None:
-            self.activity.publish({envelope.queue})
-        return done
+    def write_combined(self, action: Callable[[Any, int], T]) -> T:
+        """Group commit (combining.py): the action shares its transaction with those of
+        concurrent callers that queued for the writer meanwhile."""
+        return self.combiner.run(action)
 
     def enqueue_many_in(self, conn: sqlite3.Connection,
                         envelopes: Sequence[Envelope]) -> list[str]:
