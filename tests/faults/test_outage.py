@@ -162,10 +162,12 @@ def test_sqlite_locked_by_a_long_external_writer(
     from headgate.adapters.sqlite.connection import BUSY_TIMEOUT_MS
 
     hold_s = BUSY_TIMEOUT_MS / 1000 + 3
-    ids = enqueue_fx(store, 200, ms=30)
+    # Jobs long enough that the worker is still acking when the lock is taken (about
+    # six seconds of work remain at that point), however slowly the locker starts.
+    ids = enqueue_fx(store, 200, ms=150)
     worker = fleet.worker("w", "--duties", "--concurrency", "4")
     api = fleet.serve("api")
-    wait_for(lambda: ends(tmp_path) >= 50, 60, "50 jobs to finish")
+    wait_for(lambda: ends(tmp_path) >= 40, 60, "40 jobs to finish")
 
     locker = subprocess.Popen(
         [sys.executable, "-c", LOCKER, store_url.removeprefix("sqlite:///"), str(hold_s)],
@@ -173,6 +175,7 @@ def test_sqlite_locked_by_a_long_external_writer(
     try:
         assert locker.stdout is not None and locker.stdout.readline().strip() == "locked"
         locked = time.monotonic()
+        assert ends(tmp_path) < len(ids), "the worker finished before the lock was taken"
         # A write through the store and one through the API, side by side (each waits
         # out the busy timeout before giving up).
         answers: dict[str, object] = {}
