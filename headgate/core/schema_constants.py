@@ -28,6 +28,10 @@ QUEUE_LOCK_SEED = 7
 # PostgreSQL: the hash seed of hashtextextended() for a unique key's advisory lock (and an
 # Idempotency-Key's), a different space from the queue locks'.
 KEY_LOCK_SEED = 11
+# PostgreSQL: the advisory lock (one bigint, outside the hash spaces above in practice)
+# that every writer of the counter rows holds shared and a new counter generation takes
+# exclusively (db/postgres/0027_counter_generations.sql).
+COUNTERS_LOCK_KEY = 0x6865616467617465
 # Envelope.unique_replace: what a duplicate enqueue overwrites on a holder still waiting.
 REPLACE_PAYLOAD = 1
 REPLACE_SCHEDULED_AT = 2
@@ -53,6 +57,7 @@ SQL_CONSTANTS: Mapping[str, int] = MappingProxyType({
     "default_retention_ms": DEFAULT_RETENTION_MS,
     "queue_lock_seed": QUEUE_LOCK_SEED,
     "key_lock_seed": KEY_LOCK_SEED,
+    "counters_lock_key": COUNTERS_LOCK_KEY,
     "replace_payload": REPLACE_PAYLOAD,
     "replace_scheduled_at": REPLACE_SCHEDULED_AT,
     "replace_priority": REPLACE_PRIORITY,

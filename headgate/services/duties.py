@@ -18,7 +18,8 @@ collapse into one). A duty that raises is logged and counted and runs again next
 it never stops the scheduler.
 
 Duties: reclaimer, promoter, scheduler (periodic schedules), retention, operations
-(bulk operations, `advance_operations`), worker_aging, history. `run_duty` adds more.
+(bulk operations, `advance_operations`), worker_aging, history, counters (a new
+generation of PostgreSQL's counter rows). `run_duty` adds more.
 
 `OperationsRunner` runs the operations duty's step without a lease, in a thread of
 its own: an app that runs no duties (an embedding one, `headgate serve --no-duties`)
@@ -64,6 +65,7 @@ DEFAULT_INTERVALS: dict[str, float] = {
     "operations": 1.0,
     "worker_aging": 60.0,
     "history": 15.0,
+    "counters": 2.0,
 }
 STANDARD_DUTIES = tuple(DEFAULT_INTERVALS)
 MIN_TTL_MS = 3_000
@@ -226,6 +228,7 @@ class DutyRunner:
             "retention": self._retention,
             "worker_aging": lambda: store.forget_workers(self.forget_workers_after_ms),
             "history": store.record_queue_depths,
+            "counters": store.roll_counters,
             "operations": lambda: advance_operations(store, self.batch_size),
         }
         return functions

@@ -303,6 +303,14 @@ class Maintenance(StoreBasics, Protocol):
         the count's updates HOT; SQLite keeps none and returns 0). Returns how many."""
 
     @abstractmethod
+    def roll_counters(self, wait_ms: int = 100) -> bool:
+        """Start a new generation of the counter rows, where the engine keys them by one
+        (PostgreSQL: a lookup then walks only the row versions of one generation, however
+        long a snapshot is held; SQLite keeps no versions and returns False). Waits at
+        most `wait_ms` for the transactions still writing counts, giving up (False)
+        rather than holding writers longer. True when a generation began."""
+
+    @abstractmethod
     def prune_history(self, older_than_ms: int, limit: int = 1000) -> int:
         """Delete at most `limit` history and latency buckets that began more than
         `older_than_ms` ago (the oldest first). Returns how many went."""

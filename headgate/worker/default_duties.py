@@ -23,7 +23,10 @@ What a worker runs by default, and why:
 - **worker_aging** — registry rows of workers gone silent are forgotten (every process
   start is a new worker id, so they would pile up);
 - **history** — per-queue minute buckets from the maintained counters (cheap, no scan),
-  so a server started later shows an unbroken history.
+  so a server started later shows an unbroken history;
+- **counters** — on PostgreSQL a new generation of the counter rows every few seconds,
+  so that a long-held snapshot elsewhere does not slow every admission (a no-op on
+  SQLite).
 
 Not **operations**: bulk operations are started only through the API, and a server run
 with ``--no-duties`` runs them itself in the background; a worker taking them over
@@ -45,7 +48,8 @@ from headgate.store.port import Store
 if TYPE_CHECKING:
     from headgate.services.client import Client
 
-WORKER_DUTIES = ("reclaimer", "promoter", "scheduler", "retention", "worker_aging", "history")
+WORKER_DUTIES = ("reclaimer", "promoter", "scheduler", "retention", "worker_aging", "history",
+                 "counters")
 FAST_DUTIES = ("reclaimer", "promoter", "scheduler")
 DEFAULT_INTERVAL_MS = 1_000
 THREADS = 3

@@ -33,6 +33,7 @@ log = logging.getLogger("headgate.postgres")
 Q = load(__name__)
 TRANSACTION_HORIZON = Q["transaction_horizon"]
 SETTLE_PARTITIONS = Q["settle_partitions"]
+ROLL_COUNTERS = Q["roll_counters"]
 
 
 class PostgresStore(ServerAdmission, SqlStore):
@@ -88,6 +89,11 @@ class PostgresStore(ServerAdmission, SqlStore):
         check_int("limit", limit, 1)
         with self.db.write() as (conn, _):
             return int(conn.execute(SETTLE_PARTITIONS, (limit,)).fetchone()[0])
+
+    def roll_counters(self, wait_ms: int = 100) -> bool:
+        check_int("wait_ms", wait_ms, 1)
+        with self.db.write() as (conn, _):
+            return int(conn.execute(ROLL_COUNTERS, (wait_ms,)).fetchone()[0]) > 0
 
     def transaction_horizon(self) -> TransactionHorizon:
         """The oldest open transaction of any client session on this database (not

@@ -353,14 +353,16 @@ def write_output(
 
 
 def reclaim_expired(
-    conn: Connection, now: int, limit: int, crash_limit: int = DEFAULT_CRASH_LIMIT
+    conn: Connection, now: int, limit: int, crash_limit: int = DEFAULT_CRASH_LIMIT,
+    since: int = 0,
 ) -> tuple[int, set[str]]:
-    """lease_lost for every expired lease: crash accounting, quarantine at the limit.
-    Returns how many leases expired and the queues they were in."""
+    """lease_lost for every lease that expired from `since` to `now`: crash accounting,
+    quarantine at the limit. Returns how many leases expired and the queues they were
+    in."""
     queues: set[str] = set()
-    lock_job_queues(conn, EXPIRED_QUEUES, (now, limit))
+    lock_job_queues(conn, EXPIRED_QUEUES, (since, now, limit))
     sql = SELECT_EXPIRED.format(skip_locked=conn.dialect.skip_locked)
-    rows = conn.execute(sql, (now, limit)).fetchall()
+    rows = conn.execute(sql, (since, now, limit)).fetchall()
     for job_id, crash, fp, kind, worker, errors, queue, _retention, fence in rows:
         rule = transition(State.RUNNING, "lease_lost", GuardContext(
             crash_attempt=crash, crash_limit=crash_limit, now_ms=now,

@@ -278,6 +278,7 @@ def _drop_queue(conn: Any, queue: str) -> None:
 
 
 def _finish_queue_delete(conn: Any, queue: str) -> bool:
+    conn.dialect.lock_queues(conn, [queue])  # as an enqueue does: none lands meanwhile
     if _queue_total(conn, queue) > 0:
         return False
     _drop_queue(conn, queue)
@@ -288,6 +289,7 @@ def delete_queue(conn: Any, now: int, queue: str, force: bool) -> str | None:
     """None when the queue was empty and is gone; an operation id when `force` must
     delete jobs first. A non-empty queue without `force` is refused (409)."""
     check_text("queue", queue)
+    conn.dialect.lock_queues(conn, [queue])  # as an enqueue does: none lands meanwhile
     exists = conn.execute(QUEUE_EXISTS, (queue,)).fetchone()
     total = _queue_total(conn, queue)
     if exists is None and total == 0:

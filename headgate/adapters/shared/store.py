@@ -62,6 +62,10 @@ from .queries import load
 from .rows import bump_history
 
 Q = load(__name__)
+RECLAIM_FULL_PASS_MS = 10_000
+# How far below the last complete pass's clock the next one starts: a lease set just
+# before that pass by a transaction that committed after it.
+RECLAIM_MARGIN_MS = 5_000
 PING = Q["ping"]
 DUTY_HOLDERS = Q["duty_holders"]
 REMOVE_WORKER = Q["remove_worker"]
@@ -73,6 +77,13 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
 
     db: Any
     crash_limit: int = 3
+    # The reclaimer's watermark: every lease that expired before it was found by a pass
+    # that read to the end, so the next passes scan the lease index from there (under a
+    # held snapshot its start holds an entry per job claimed since, none of them live).
+    # A pass from the start every RECLAIM_FULL_PASS_MS finds anything skipped meanwhile
+    # (a row locked at the time, a clock that stepped back).
+    _reclaimed_below: int = 0
+    _full_reclaim_at: int = 0
 
     # -- lifecycle ---------------------------------------------------------------------
     def schema_version(self) -> int:
@@ -165,7 +176,14 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
     def reclaim_expired(self, limit: int = 1000) -> int:
         check_int("limit", limit, 1)
         with self.db.write() as (conn, now):
-            count, queues = lifecycle.reclaim_expired(conn, now, limit, self.crash_limit)
+            full = not 0 <= now - self._full_reclaim_at < RECLAIM_FULL_PASS_MS
+            since = 0 if full else self._reclaimed_below
+            count, queues = lifecycle.reclaim_expired(conn, now, limit, self.crash_limit,
+                                                      since)
+        if count < limit:  # the pass read every expired lease from `since` on
+            self._reclaimed_below = now - RECLAIM_MARGIN_MS
+            if full:
+                self._full_reclaim_at = now
         self._publish(queues)
         return count
 

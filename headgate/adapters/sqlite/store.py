@@ -97,6 +97,10 @@ class SqliteStore(SqlStore):
         check_int("limit", limit, 1)
         return 0  # the partial index reads the count itself: no flag to clear
 
+    def roll_counters(self, wait_ms: int = 100) -> bool:
+        check_int("wait_ms", wait_ms, 1)
+        return False  # an update leaves no version behind: nothing to roll
+
     def write_combined(self, action: Callable[[Any, int], T]) -> T:
         """Group commit (combining.py): the action shares its transaction with those of
         concurrent callers that queued for the writer meanwhile."""

@@ -92,6 +92,13 @@ CREATE TABLE concurrency_limits (
 );
 CREATE INDEX concurrency_limits_queue ON concurrency_limits USING btree (queue);
 
+CREATE TABLE counter_generation (
+    only_row boolean DEFAULT true NOT NULL,
+    gen bigint NOT NULL,
+    CONSTRAINT counter_generation_pkey PRIMARY KEY (only_row),
+    CONSTRAINT counter_generation_only_row_check CHECK (only_row)
+);
+
 CREATE TABLE duties (
     name text NOT NULL,
     holder text NOT NULL,
@@ -186,7 +193,7 @@ CREATE TABLE operations (
 );
 CREATE INDEX operations_active ON operations USING btree (created_at_ms) WHERE status = ANY (ARRAY['queued'::text, 'running'::text]);
 
-CREATE TABLE partitions (
+CREATE TABLE partitions_gen (
     queue text NOT NULL,
     partition_key text NOT NULL,
     waiting bigint DEFAULT 0 NOT NULL,
@@ -195,9 +202,10 @@ CREATE TABLE partitions (
     scan_priority integer,
     scan_rowid bigint,
     has_waiting boolean DEFAULT false NOT NULL,
-    CONSTRAINT partitions_pkey PRIMARY KEY (queue, partition_key)
+    gen bigint NOT NULL,
+    CONSTRAINT partitions_gen_pkey PRIMARY KEY (gen, queue, partition_key)
 );
-CREATE INDEX partitions_waiting ON partitions USING btree (queue, partition_key) WHERE has_waiting;
+CREATE INDEX partitions_gen_waiting ON partitions_gen USING btree (gen, queue, partition_key) WHERE has_waiting;
 
 CREATE TABLE quarantine (
     fingerprint text NOT NULL,
@@ -208,11 +216,12 @@ CREATE TABLE quarantine (
     CONSTRAINT quarantine_pkey PRIMARY KEY (fingerprint)
 );
 
-CREATE TABLE queue_counts (
+CREATE TABLE queue_counts_gen (
     queue text NOT NULL,
     state text NOT NULL,
     n bigint NOT NULL,
-    CONSTRAINT queue_counts_pkey PRIMARY KEY (queue, state)
+    gen bigint NOT NULL,
+    CONSTRAINT queue_counts_gen_pkey PRIMARY KEY (gen, queue, state)
 );
 
 CREATE TABLE queue_history (
@@ -384,3 +393,26 @@ CREATE TABLE workers (
     CONSTRAINT workers_pkey PRIMARY KEY (worker_id)
 );
 CREATE INDEX workers_heartbeat ON workers USING btree (heartbeat_at_ms);
+
+CREATE VIEW partitions AS
+ SELECT partitions_gen.queue,
+    partitions_gen.partition_key,
+    partitions_gen.waiting,
+    partitions_gen.running,
+    partitions_gen.deficit,
+    partitions_gen.scan_priority,
+    partitions_gen.scan_rowid,
+    partitions_gen.has_waiting
+   FROM partitions_gen
+  WHERE partitions_gen.gen = (( SELECT counter_generation.gen
+           FROM counter_generation
+          WHERE counter_generation.only_row));
+
+CREATE VIEW queue_counts AS
+ SELECT queue_counts_gen.queue,
+    queue_counts_gen.state,
+    queue_counts_gen.n
+   FROM queue_counts_gen
+  WHERE queue_counts_gen.gen = (( SELECT counter_generation.gen
+           FROM counter_generation
+          WHERE counter_generation.only_row));

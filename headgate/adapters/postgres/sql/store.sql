@@ -3,6 +3,9 @@
 -- name: settle_partitions
 SELECT headgate_settle_partitions_v1(?)
 
+-- name: roll_counters
+SELECT headgate_roll_counters_v1(?)
+
 -- name: transaction_horizon
 -- The oldest open transaction of any other client session on this database and the age
 -- of the oldest snapshot: what keeps vacuum from removing dead row versions.

@@ -58,7 +58,7 @@ WHERE id = ? AND lease_id = ? AND fence = ? AND state || '' = 'running'
 
 -- name: select_expired
 SELECT id, crash_attempt, fingerprint, kind, worker_id, errors, queue, retention_ms, fence
-FROM jobs WHERE state = 'running' AND lease_expires_at_ms < ?
+FROM jobs WHERE state = 'running' AND lease_expires_at_ms >= ? AND lease_expires_at_ms < ?
 ORDER BY lease_expires_at_ms LIMIT ?{skip_locked}
 
 -- name: promote_due
@@ -80,7 +80,8 @@ SELECT DISTINCT queue FROM (SELECT queue FROM jobs WHERE state IN ('scheduled', 
 
 -- name: expired_queues
 SELECT DISTINCT queue FROM (SELECT queue FROM jobs WHERE state = 'running'
-    AND lease_expires_at_ms < ? ORDER BY lease_expires_at_ms LIMIT ?) AS expired
+    AND lease_expires_at_ms >= ? AND lease_expires_at_ms < ?
+    ORDER BY lease_expires_at_ms LIMIT ?) AS expired
 
 -- name: evict
 DELETE FROM jobs WHERE id IN (

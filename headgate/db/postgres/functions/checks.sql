@@ -9,6 +9,8 @@
 
 -- The key of a queue's advisory lock: every enqueue, admission and job-state change of
 -- the queue takes it (transaction-scoped), in code point order when it takes several.
+-- Before the first, the transaction takes the counters lock shared (counters.sql): a new
+-- counter generation waits for the transactions that may still write counts.
 CREATE OR REPLACE FUNCTION headgate_queue_lock_key_v1(p_queue TEXT) RETURNS BIGINT
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT hashtextextended(p_queue, headgate_queue_lock_seed())
@@ -17,6 +19,7 @@ $$;
 CREATE OR REPLACE FUNCTION headgate_lock_queue_v1(p_queue TEXT) RETURNS VOID
 LANGUAGE sql AS $$
     SELECT pg_advisory_xact_lock(headgate_queue_lock_key_v1(p_queue))
+    FROM (SELECT pg_advisory_xact_lock_shared(headgate_counters_lock_key())) AS counters
 $$;
 
 -- The enqueue gate of distinct queues `p_queues` receiving jobs with `p_fingerprints`:

@@ -1,0 +1,4 @@
+-- PostgreSQL only: queue_counts and partitions become views of the current generation
+-- of generation-keyed tables, so that a held snapshot does not make every lookup of a
+-- counter row walk all its versions (see the PostgreSQL file of this number). SQLite
+-- keeps no row versions behind an update: its tables stay as they are.
