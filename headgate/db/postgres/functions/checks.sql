@@ -16,10 +16,12 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT hashtextextended(p_queue, headgate_queue_lock_seed())
 $$;
 
+-- One expression (the CASE orders the two calls), so that the planner inlines it: a body
+-- with a FROM clause is planned again inside every statement that calls it.
 CREATE OR REPLACE FUNCTION headgate_lock_queue_v1(p_queue TEXT) RETURNS VOID
 LANGUAGE sql AS $$
-    SELECT pg_advisory_xact_lock(headgate_queue_lock_key_v1(p_queue))
-    FROM (SELECT pg_advisory_xact_lock_shared(headgate_counters_lock_key())) AS counters
+    SELECT CASE WHEN pg_advisory_xact_lock_shared(headgate_counters_lock_key())::text = ''
+                THEN pg_advisory_xact_lock(headgate_queue_lock_key_v1(p_queue)) END
 $$;
 
 -- The enqueue gate of distinct queues `p_queues` receiving jobs with `p_fingerprints`:
