@@ -4,6 +4,8 @@
     .venv/bin/python bench/held_chart.py --out docs/records/held-snapshot-pg \\
         headgate=/tmp/h.json pgqueuer=/tmp/p.json procrastinate=/tmp/r.json
 
+A FILE may also be an earlier record, from which the run called NAME is carried over.
+
 The JSON keeps, per system, the run's settings and phase summaries and its per-second
 completions, production and backlog (the dead and live tuples every ten seconds); the
 SVG draws completions a second and the backlog, one row of charts per system, with the
@@ -91,7 +93,13 @@ def main() -> None:
         name, _, path = spec.partition("=")
         if not path:
             ap.error(f"expected NAME=FILE, got {spec!r}")
-        runs[name] = compact(json.loads(Path(path).read_text()))
+        data = json.loads(Path(path).read_text())
+        if "samples" in data:
+            runs[name] = compact(data)
+        elif "per_second" in data.get(name, {}):  # a run of an earlier record, kept
+            runs[name] = data[name]
+        else:
+            ap.error(f"{path} is neither a held-snapshot run nor a record with a run {name!r}")
     out = Path(args.out)
     out.with_suffix(".json").write_text(json.dumps(runs, indent=1) + "\n")
     out.with_suffix(".svg").write_text(svg(runs))

@@ -46,5 +46,14 @@ def test_a_tiny_held_run_is_charted_beside_another(tmp_path: Path) -> None:
     assert len(lines) == 4  # completions and backlog, for each of the two runs
     assert all(len(p.get("points", "").split()) == seconds for p in lines)
 
+    # A run of an earlier record is carried into a new one as it is.
+    again = tmp_path / "again"
+    done = bench("held_chart.py", "--out", str(again), f"one={out.with_suffix('.json')}",
+                 f"three={run}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(again.with_suffix(".json").read_text())["one"] == one
+
     bad = bench("held_chart.py", "--out", str(out), str(run))
     assert bad.returncode == 2 and "NAME=FILE" in bad.stderr
+    missing = bench("held_chart.py", "--out", str(again), f"four={out.with_suffix('.json')}")
+    assert missing.returncode == 2 and "four" in missing.stderr
