@@ -118,7 +118,8 @@ empty=0 # phases that selected no test (pytest's exit code 5)
 failed() { [ "$status" -ne 0 ] || status=$1; }
 phase() {
     local rc=0
-    .venv/bin/python -m pytest -q "$@" || rc=$?
+    # The slowest tests of each phase are listed: the budget for the whole suite is 15 min.
+    .venv/bin/python -m pytest -q --durations=15 "$@" || rc=$?
     if [ "$rc" -eq 5 ]; then
         empty=$((empty + 1))
     elif [ "$rc" -ne 0 ]; then
