@@ -12,6 +12,7 @@ but only one run's completion is kept).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -201,7 +202,11 @@ def test_sqlite_locked_by_a_long_external_writer(
             locker.wait()
     released = time.monotonic()
     mark = len(worker.log())
-    assert "database is locked" in worker.log()
+    # The worker met the lock: a write that gave up after the busy timeout, or one that
+    # waited it out (a job whose run, ack included, spanned most of the lock).
+    log = worker.log()
+    held = [int(ms) for ms in re.findall(r"success in (\d+) ms", log)]
+    assert "database is locked" in log or max(held, default=0) >= BUSY_TIMEOUT_MS, log
 
     worker_s, report = recovered_and_audited(api, worker, store, ids, tmp_path, mark,
                                              released, "after-lock")
