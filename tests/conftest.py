@@ -15,6 +15,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -85,6 +86,13 @@ def store(store_url: str) -> Iterator[Store]:
         yield s
     finally:
         s.close()
+
+
+def hold_snapshot(conn: Any) -> None:
+    """Open a REPEATABLE READ transaction on `conn` and take its snapshot: vacuum keeps
+    every row version written after it until `conn` ends the transaction."""
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    conn.execute("SELECT count(*) FROM jobs").fetchone()
 
 
 @pytest.fixture

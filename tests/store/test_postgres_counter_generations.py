@@ -10,7 +10,7 @@ import threading
 
 import psycopg
 import pytest
-from conftest import pg_available
+from conftest import hold_snapshot, pg_available
 
 from headgate import Client, Envelope, Store
 from headgate.core import Outcome
@@ -51,8 +51,7 @@ def test_under_a_held_snapshot_a_count_lookup_walks_one_generation(
 ) -> None:
     client = Client(pg_store)
     with psycopg.connect(pg_url) as holder, psycopg.connect(pg_url) as conn:
-        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        holder.execute("SELECT count(*) FROM jobs").fetchone()
+        hold_snapshot(holder)
         run_jobs(pg_store, client, 1000)
         grown = lookup_buffers(conn)  # every version since the snapshot began
         run_jobs(pg_store, client, 600, roll_every=50)
@@ -160,8 +159,7 @@ def test_a_repeatable_read_writer_older_than_the_roll_fails_to_serialize(
     """Its snapshot shows the generation the roll copied and deleted: counting into it
     would lose the counts, so it fails as a serialization failure (retryable)."""
     with psycopg.connect(pg_url) as rr, psycopg.connect(pg_url) as rc:
-        rr.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        rr.execute("SELECT count(*) FROM jobs").fetchone()
+        hold_snapshot(rr)
         assert pg_store.roll_counters() is True
         with pytest.raises(psycopg.errors.SerializationFailure, match="generation"):
             rr.execute("SELECT headgate_counter_gen_v1()")

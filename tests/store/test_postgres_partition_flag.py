@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from conftest import pg_available
+from conftest import hold_snapshot, pg_available
 
 from headgate import Client, Envelope, Store
 from headgate.core import Outcome
@@ -53,8 +53,7 @@ def test_under_a_held_snapshot_the_partition_row_stays_cheap_to_find(
     client = Client(pg_store)
     client.enqueue(kind="work", payload=b"first", queue=Q)
     with psycopg.connect(pg_url) as holder, psycopg.connect(pg_url) as conn:
-        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        holder.execute("SELECT count(*) FROM jobs").fetchone()
+        hold_snapshot(holder)
         before = entries_walked(conn)
         _, claims = pg_store.ack_and_admit([], "w", [Q], 1)
         for i in range(1000):

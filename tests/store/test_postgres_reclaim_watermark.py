@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from conftest import pg_available
+from conftest import hold_snapshot, pg_available
 
 from headgate import Client, Store
 from headgate.adapters.shared.lifecycle import SELECT_EXPIRED
@@ -34,8 +34,7 @@ def test_a_pass_from_the_watermark_skips_the_leases_claimed_before_it(
 ) -> None:
     client = Client(pg_store)
     with psycopg.connect(pg_url) as holder, psycopg.connect(pg_url) as conn:
-        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        holder.execute("SELECT count(*) FROM jobs").fetchone()
+        hold_snapshot(holder)
         claims: list = []
         for i in range(1500):  # one-millisecond leases: each entry's lease has passed
             client.enqueue(kind="work", payload=b"%d" % i, queue=Q)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from conftest import pg_available
+from conftest import hold_snapshot, pg_available
 
 from headgate import Client, Envelope, Store, open_store
 from headgate.core import Outcome
@@ -157,8 +157,7 @@ def test_under_a_held_snapshot_the_scan_skips_what_was_claimed(
         return buffers(priority, rowid), buffers(None, None)
 
     with psycopg.connect(pg_url) as holder, psycopg.connect(pg_url) as conn:
-        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        holder.execute("SELECT count(*) FROM jobs").fetchone()
+        hold_snapshot(holder)
         seen = []
         for _ in range(2):
             for _ in range(6):
