@@ -307,7 +307,7 @@ def after_call(context: Any, case: schemathesis.Case, response: Any) -> None:
 
 def config(base_url: str, known: dict[str, list[str]], *, max_examples: int,
            stateful_examples: int, max_steps: int, max_time: int | None,
-           seed_value: int | None) -> SchemathesisConfig:
+           seed_value: int | None, coverage: bool = True) -> SchemathesisConfig:
     data: dict[str, Any] = {
         "base-url": base_url,
         "workers": 1,
@@ -316,7 +316,8 @@ def config(base_url: str, known: dict[str, list[str]], *, max_examples: int,
         "suppress-health-check": ["all"],
         "generation": {"max-examples": max_examples, "mode": "all", "allow-x00": True,
                        "database": "none"},
-        "phases": {"stateful": {"max-steps": max_steps,
+        "phases": {"coverage": {"enabled": coverage},
+                   "stateful": {"max-steps": max_steps,
                                 "generation": {"max-examples": stateful_examples}}},
         "checks": {**{name: {"enabled": True} for name in CHECKS},
                    **{name: {"enabled": False} for name in OFF}},
@@ -333,13 +334,16 @@ def config(base_url: str, known: dict[str, list[str]], *, max_examples: int,
 
 def run(base_url: str, store: Store, *, max_examples: int = 10, stateful_examples: int = 50,
         max_steps: int = 30, max_time: int | None = None, seed_value: int | None = None,
-        compare_every: int = 3, log: Callable[[str], None] | None = None) -> Report:
-    """One engine run against `base_url` (…/api/v1) on `store`, the server's store."""
+        compare_every: int = 3, log: Callable[[str], None] | None = None,
+        coverage: bool = True) -> Report:
+    """One engine run against `base_url` (…/api/v1) on `store`, the server's store.
+    `coverage=False` leaves out the coverage phase (boundary values, mostly refused by
+    validation before the store is reached)."""
     report = Report()
     known = seed(store)
     cfg = config(base_url, known, max_examples=max_examples,
                  stateful_examples=stateful_examples, max_steps=max_steps,
-                 max_time=max_time, seed_value=seed_value)
+                 max_time=max_time, seed_value=seed_value, coverage=coverage)
     schema = schemathesis.openapi.from_dict(document(), config=cfg).exclude(
         func=lambda ctx: excluded(ctx.operation.method, ctx.operation.path))
     driver = Driver(store, report, compare_every)
