@@ -70,16 +70,22 @@ DEFAULT_INTERVALS: dict[str, float] = {
 STANDARD_DUTIES = tuple(DEFAULT_INTERVALS)
 MIN_TTL_MS = 3_000
 DEFAULT_THREADS = 4
-DEFAULT_BATCH = 1_000
+# Rows per batch of a draining duty and of the operations runner. On SQLite a batch holds
+# the one writer's lock from start to end, and a worker's claim waits for it: 250 rows
+# take a few ms, about the time a claim itself holds the lock.
+DEFAULT_BATCH = 250
 # How long one tick of a draining duty may spend in full batches (the pauses between
 # them aside): bounded so a tick cannot hold a duty thread for long, yet not bounded by
 # a batch count, which would cap pruning at count x batch / interval (10 x 1,000 / 10 s)
 # and let a faster workload outgrow it.
 DEFAULT_DRAIN_BUDGET_S = 2.0
-# After each full batch a draining duty pauses as long as the batch took, up to this.
-# Each batch is its own write transaction, but on SQLite a loop that takes the one
-# writer's lock again at once can keep other processes' writers out for a whole tick
-# (claims and enqueues waited out retention's 2 s ticks under a steady load).
+# After each full batch a draining duty pauses DRAIN_PAUSE_RATIO times as long as the
+# batch took, up to DRAIN_PAUSE_MAX_S. Each batch is its own write transaction, but on
+# SQLite a loop that takes the one writer's lock again at once can keep other
+# processes' writers out for a whole tick (claims and enqueues waited out retention's
+# ticks under a steady load). Even an equal pause halves a worker's claims while a tick
+# runs: a load at half the drain capacity then backed up for a few hundred ms every tick.
+DRAIN_PAUSE_RATIO = 3.0
 DRAIN_PAUSE_MAX_S = 0.05
 DEFAULT_FORGET_WORKERS_MS = 24 * 3_600_000
 DEFAULT_MISFIRE_GRACE_MS = 60_000
@@ -247,8 +253,8 @@ class DutyRunner:
 
     def _drain(self, fn: Callable[[int], int]) -> int:
         """Call a batch method until it returns a short batch or the tick's time budget
-        is spent (at least one batch a tick), pausing between batches so that writers
-        get the store at least half the time."""
+        is spent (at least one batch a tick), pausing between batches so that other
+        writers get the store most of the time."""
         total = 0
         spent = 0.0
         while True:
@@ -259,7 +265,7 @@ class DutyRunner:
             spent += took
             if n < self.batch_size or spent >= self.drain_budget_s:
                 return total
-            time.sleep(min(took, DRAIN_PAUSE_MAX_S))
+            time.sleep(min(took * DRAIN_PAUSE_RATIO, DRAIN_PAUSE_MAX_S))
 
     # -- the runner interface --------------------------------------------------------
     def run_duty(self, name: str, fn: Callable[[], object],

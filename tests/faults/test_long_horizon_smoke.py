@@ -5,6 +5,7 @@ and the chart beside it, not the figures: those need the hour on a quiet machine
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -106,3 +107,27 @@ def test_refused_options_are_one_usage_error(args: list[str], words: str,
     assert done.returncode == 2
     assert words in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_the_wal_file_is_judged_by_its_size_limit_as_well() -> None:
+    """The WAL file's size is a high-water mark the store cuts back to its limit: rising
+    towards the limit is flat, past it (plus the floor) is not; other series keep the
+    ratio rule."""
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import long_horizon
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    from headgate.adapters.sqlite.checkpoint import WAL_SIZE_LIMIT
+
+    args = argparse.Namespace(retention_s=0.0, warmup_s=0.0, bucket_s=60.0)
+
+    def verdict(wal_last: int) -> dict[str, object]:
+        rows = [{"t_s": 60.0 * (i + 1), "wal_bytes": 20 << 20 if i < 4 else wal_last,
+                 "db_bytes": 100 << 20 if i < 4 else 300 << 20} for i in range(8)]
+        return long_horizon.summarize(rows, args, 100.0)["series"]
+
+    under = verdict(WAL_SIZE_LIMIT - (1 << 20))
+    assert under["wal_bytes"]["flat"] is True and under["wal_bytes"]["ratio"] > 2
+    assert under["db_bytes"]["flat"] is False  # no cap: the ratio rule alone
+    assert verdict(WAL_SIZE_LIMIT + (16 << 20))["wal_bytes"]["flat"] is False

@@ -709,6 +709,22 @@ def test_a_retention_tick_lets_another_process_write_between_its_batches(
         store.close()
 
 
+def test_a_drain_leaves_other_writers_three_quarters_of_the_time(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After each full batch the drain sleeps three times as long as the batch took
+    (capped), and after the short batch that ends it, not at all: an equal pause halved
+    a worker's claims while a retention tick ran."""
+    slept: list[float] = []
+    monkeypatch.setattr(duties_module.time, "sleep", slept.append)
+    clock = iter([0.0, 0.004, 1.0, 1.010, 2.0, 2.030, 3.0, 3.001])
+    monkeypatch.setattr(duties_module.time, "monotonic", lambda: next(clock))
+    sizes = iter([5, 5, 5, 2])
+    runner = DutyRunner(store, duties=["retention"], batch_size=5, drain_budget_s=60.0)
+    assert runner._drain(lambda n: next(sizes)) == 17
+    assert slept == pytest.approx([0.012, 0.030, duties_module.DRAIN_PAUSE_MAX_S])
+
+
 def test_a_negative_drain_budget_is_refused(store: Store) -> None:
     with pytest.raises(ValueError, match="drain_budget_s"):
         DutyRunner(store, duties=["retention"], drain_budget_s=-1)
