@@ -819,6 +819,9 @@ def main() -> None:
         ap.error("--fraction must be in (0, 1]")
     if args.calib_jobs < 2 or args.retention_s < 0 or args.concurrency < 1:
         ap.error("--calib-jobs must be >= 2, --retention-s >= 0, --concurrency >= 1")
+    # A SIGTERM unwinds like an interrupt, so the worker and server are stopped too
+    # (each runs in a session of its own and would outlive this process).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="hg-bench-horizon-"))
