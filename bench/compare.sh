@@ -3,7 +3,7 @@
 # four workloads, the physical limits, WAL bytes per job, HTTP enqueue against its
 # ceiling and memory, then one markdown table of ratios with PASS/MISS per target.
 #
-#   bench/compare.sh                          # everything: N=20000, RUNS=3 (a few hours)
+#   bench/compare.sh                          # everything: N=20000, RUNS=3 (~40 minutes on 2 cores)
 #   QUICK=1 bench/compare.sh                  # N=5000, one round, the QUICK_ONLY rows (minutes)
 #   AB="HEAD~1 HEAD" ONLY=headgate_pg QUICK=1 bench/compare.sh   # two commits alternated
 #   N=500 N_SLOW=200 RUNS=1 bench/compare.sh  # a smoke run of the scripts

@@ -264,8 +264,9 @@ def test_a_count_changes_live_after_an_enqueue_through_the_api(server: Server,
     waiting = page.locator("#totals .card").filter(has_text="waiting").locator(".big")
     start = int(waiting.inner_text().replace(",", ""))
     server.api("POST", "/jobs", json={"kind": "live_kind", "payload": "", "queue": "live-e2e"})
-    # The seeded jobs move on their own too (a lease runs out, a retry comes due), so the
-    # card must come to show what the store counts now, which includes the new job.
+    # Other jobs arrive on their own too (the seed's every-minute schedule, run by the
+    # server's scheduler), so the card must come to show what the store counts now,
+    # which includes the new job.
     deadline = time.monotonic() + 10  # a bound on a broken run, not a measure
     while True:
         stored = server.api("GET", "/jobs/counts").json()["counts"].get("available", 0)
@@ -350,6 +351,8 @@ def test_create_a_rate_class_and_a_schedule_through_forms(server: Server, page: 
     row.get_by_role("link", name="Edit").click()
     # As stored: re-indenting it would save different bytes.
     expect(page.locator('textarea[name="payload"]')).to_have_value('{"hello": "world"}')
+    # An every-minute schedule left behind would add jobs under later tests' counts.
+    assert server.api("DELETE", "/periodic/e2e-every-minute").status_code == 204
 
 
 def test_a_dropped_socket_shows_a_banner_and_reconnects(
