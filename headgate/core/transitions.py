@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 
 from .errors import InvalidTransition
 from .states import State
@@ -48,11 +49,12 @@ GUARDS: dict[str, Callable[[GuardContext], bool]] = {
     "crash_budget_exhausted": lambda c: c.crash_attempt + 1 >= c.crash_limit,
 }
 
-TABLE_PATH = Path(__file__).with_name("transitions.json")
+# A resource, not a path beside this file: a zipped package has no such path.
+TABLE = files(__package__).joinpath("transitions.json")
 
 
-def load_rows(path: Path = TABLE_PATH) -> tuple[Row, ...]:
-    data = json.loads(path.read_text())
+def load_rows(table: Traversable = TABLE) -> tuple[Row, ...]:
+    data = json.loads(table.read_text(encoding="utf-8"))
     rows = []
     for raw in data["transitions"]:
         if raw["guard"] not in GUARDS:

@@ -336,3 +336,23 @@ def test_wheel_carries_schema_types_and_license_and_one_version(
     assert (module.returncode, module.stdout.strip()) == (0, expected), module.stderr
     attr = installed_wheel.python("import headgate; print(headgate.__version__)")
     assert attr.stdout.strip() == meta["Version"]
+
+
+def test_the_library_runs_from_the_zipped_wheel(installed_wheel: InstalledWheel) -> None:
+    # A wheel is a zip file that zipimport can import from: no file of the package
+    # exists on disk, so every resource (migrations, named SQL, the transition table)
+    # must be read through importlib.resources.
+    proc = installed_wheel.python(
+        "import sys\n"
+        f"sys.path.insert(0, {str(installed_wheel.wheel)!r})\n"
+        "import headgate\n"
+        "from headgate import Outcome, State\n"
+        f"assert headgate.__file__.startswith({str(installed_wheel.wheel)!r}), headgate.__file__\n"
+        f"store = headgate.open_store('sqlite:///{installed_wheel.workdir / 'zipped.db'}')\n"
+        "job_id = headgate.Client(store).enqueue('touch', b'x')\n"
+        "(claim,) = store.admit('w', ['default'], 1, 30_000)\n"
+        "store.ack(claim, Outcome.SUCCESS)\n"
+        "print(claim.job.id == job_id, store.get_job(job_id).state is State.COMPLETED)\n"
+        "store.close()\n")
+    _check(proc, "the library from the zipped wheel")
+    assert proc.stdout.split() == ["True", "True"]
