@@ -264,7 +264,7 @@ def test_a_count_changes_live_after_an_enqueue_through_the_api(server: Server,
     waiting = page.locator("#totals .card").filter(has_text="waiting").locator(".big")
     start = int(waiting.inner_text().replace(",", ""))
     server.api("POST", "/jobs", json={"kind": "live_kind", "payload": "", "queue": "live-e2e"})
-    # Other jobs arrive on their own too (the seed's every-minute schedule, run by the
+    # Other jobs arrive on their own too (the demo data's every-minute schedule, run by the
     # server's scheduler), so the card must come to show what the store counts now,
     # which includes the new job.
     deadline = time.monotonic() + 10  # a bound on a broken run, not a measure
