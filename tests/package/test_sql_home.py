@@ -45,6 +45,7 @@ FIELDS = {
     "rows": "joins of '(?, ?, ?)' or enqueue.ROW_MARKS rows: placeholders only",
     "for_update": "the connection's dialect: '' or ' FOR UPDATE'",
     "skip_locked": "the connection's dialect: '' or ' FOR UPDATE SKIP LOCKED'",
+    "waiting": "the connection's dialect: 'waiting > 0' or 'has_waiting AND waiting > 0'",
     "in_queues": "'' or ' AND queue IN (?, …)': placeholders only",
     "columns": "a constant column list of the module (rows.JOB_COLUMNS…, adaptive.COLUMNS, "
                "audit.COLUMNS, operations.OP_COLUMNS, periodic.SCHEDULE_COLUMNS)",

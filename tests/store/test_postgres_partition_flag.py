@@ -11,6 +11,8 @@ import pytest
 from conftest import hold_snapshot, pg_available
 
 from headgate import Client, Envelope, Store
+from headgate.adapters.postgres.dialect import PostgresDialect
+from headgate.adapters.shared import queue_admin
 from headgate.core import Outcome
 from headgate.core.job import AckRequest
 
@@ -86,3 +88,38 @@ def test_settling_clears_the_flags_of_emptied_partitions_only(
     assert flags(pg_url)["b"][1] is True
     client.enqueue(kind="k", payload=b"again", queue=Q, partition_key="a")
     assert flags(pg_url)["a"] == (1, True)
+
+
+def plan_nodes(plan: dict) -> list[dict]:
+    return [plan, *(n for child in plan.get("Plans", []) for n in plan_nodes(child))]
+
+
+def test_the_queue_figures_find_waiting_partitions_through_their_index(
+    pg_store: Store, pg_url: str
+) -> None:
+    """Store.queue_extras (GET /queues, the console's overview) counts a queue's waiting
+    partitions and looks for the one holding most. Asked by the count alone, PostgreSQL
+    could not use the index of waiting partitions, whose predicate is the flag, and read
+    every partition of the queue on every poll: thousands for a queue of tenants."""
+    client = Client(pg_store)
+    client.enqueue_many([Envelope(kind="work", payload=b"", queue=Q, retention_ms=0,
+                                  partition_key=f"t{i:05d}") for i in range(2000)])
+    while claims := pg_store.admit("w", [Q], 500, 60_000):
+        pg_store.ack_many([AckRequest(c, Outcome.SUCCESS) for c in claims])
+    while pg_store.settle_partitions(1000) == 1000:
+        pass
+    for key in ("t00001", "t01000", "t01000", "t01000", "t01999"):
+        client.enqueue(kind="work", payload=b"", queue=Q, partition_key=key)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ANALYZE partitions_gen")
+        extras = pg_store.queue_extras()[Q]
+        # Three waiting partitions, one holding more than half: the noisy-partition read.
+        assert extras.noisy_partitions == 1 and extras.quiet_exact is False
+        waiting = PostgresDialect.waiting_partition
+        for sql, params in ((queue_admin.WAITING_PARTITIONS, (Q, 1000)),
+                            (queue_admin.PARTITION_HOLDING, (Q, 3))):
+            stmt = sql.format(waiting=waiting).replace("?", "%s")
+            plan = conn.execute("EXPLAIN (FORMAT JSON) " + stmt, params).fetchone()[0]
+            used = {n.get("Index Name") for n in plan_nodes(plan[0]["Plan"])
+                    if n.get("Relation Name") == "partitions_gen"}
+            assert used == {"partitions_gen_waiting"}, (sql, plan)

@@ -18,6 +18,9 @@ class PostgresDialect(Dialect):
     skip_locked = " FOR UPDATE SKIP LOCKED"
     serial_writes = False
     lists_prefix_kinds = False
+    # The index reads a flag that a partition keeps until the retention duty finds it
+    # empty (db/postgres/0026_partitions_waiting_flag.sql); the count drops the emptied.
+    waiting_partition = "has_waiting AND waiting > 0"
 
     def tag_test(self, marks: str) -> str:
         return f"jsonb_exists_any(jobs.tags::jsonb, ARRAY[{marks}]::text[])"

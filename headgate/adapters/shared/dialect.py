@@ -28,6 +28,10 @@ class Dialect(ABC):
     # A kind-prefix search is answered by listing the matching kinds first, then one
     # index range per kind (an engine whose planner cannot range-scan the prefix).
     lists_prefix_kinds: ClassVar[bool]
+    # A partitions row with available jobs, written as the partial index of waiting
+    # partitions is defined (partitions_waiting; PostgreSQL's partitions_gen_waiting),
+    # so a read of them goes through it instead of every partition of the queue.
+    waiting_partition: ClassVar[str]
 
     @abstractmethod
     def tag_test(self, marks: str) -> str:

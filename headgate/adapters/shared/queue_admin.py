@@ -69,14 +69,17 @@ def extras(conn: Any, now: int) -> dict[str, QueueExtras]:
         q: (b, at) for q, b, at in conn.execute(MEMORY_SAMPLES).fetchall()
     }
     out: dict[str, QueueExtras] = {}
+    waiting = conn.dialect.waiting_partition
+    waiting_partitions = WAITING_PARTITIONS.format(waiting=waiting)
+    partition_holding = PARTITION_HOLDING.format(waiting=waiting)
     for (queue,) in conn.execute(QUEUE_NAMES).fetchall():
         mem = memory.get(queue)
         sampled = QueueExtras(memory_bytes=mem[0], memory_sampled_at_ms=mem[1]) if mem \
             else QueueExtras()
-        waiting_parts, top = conn.execute(WAITING_PARTITIONS, (queue, PARTITION_SCAN)).fetchone()
+        waiting_parts, top = conn.execute(waiting_partitions, (queue, PARTITION_SCAN)).fetchone()
         available = int(conn.execute(QUEUE_AVAILABLE, (queue,)).fetchone()[0])
         if waiting_parts >= 2 and top * 2 > available:
-            noisy = conn.execute(PARTITION_HOLDING, (queue, top)).fetchone()[0]
+            noisy = conn.execute(partition_holding, (queue, top)).fetchone()[0]
             oldest = conn.execute(QUIET_OLDEST, (queue, QUIET_OLDEST_SCAN, noisy)).fetchone()[0]
             sampled = replace(sampled, noisy_partitions=1, quiet_exact=False,
                               quiet_oldest_available_ms=None if oldest is None

@@ -14,6 +14,7 @@ class SqliteDialect(Dialect):
     skip_locked = ""
     serial_writes = True
     lists_prefix_kinds = True
+    waiting_partition = "waiting > 0"
 
     def tag_test(self, marks: str) -> str:
         return f"EXISTS (SELECT 1 FROM json_each(jobs.tags) WHERE value IN ({marks}))"

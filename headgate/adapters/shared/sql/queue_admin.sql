@@ -31,15 +31,16 @@ SELECT queue, memory_bytes, sampled_at_ms FROM queue_memory
 SELECT name FROM queues ORDER BY name
 
 -- name: waiting_partitions
--- How many partitions wait (up to a bound) and the most any of them holds.
+-- How many partitions wait (up to a bound) and the most any of them holds. {waiting}:
+-- the dialect's waiting_partition, the predicate the index of waiting partitions has.
 SELECT count(*), coalesce(max(waiting), 0) FROM (SELECT waiting FROM partitions
-    WHERE queue = ? AND waiting > 0 LIMIT ?) s
+    WHERE queue = ? AND {waiting} LIMIT ?) s
 
 -- name: queue_available
 SELECT coalesce(sum(n), 0) FROM queue_counts WHERE queue = ? AND state = 'available'
 
 -- name: partition_holding
-SELECT partition_key FROM partitions WHERE queue = ? AND waiting = ? LIMIT 1
+SELECT partition_key FROM partitions WHERE queue = ? AND {waiting} AND waiting = ? LIMIT 1
 
 -- name: quiet_oldest
 -- The oldest available job outside the noisy partition, among the queue's oldest.
