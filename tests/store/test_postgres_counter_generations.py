@@ -166,3 +166,38 @@ def test_a_repeatable_read_writer_older_than_the_roll_fails_to_serialize(
         rr.rollback()
         assert rc.execute("SELECT headgate_counter_gen_v1()").fetchone() == (
             generation(pg_url),)
+
+
+def test_a_roll_carries_only_the_partitions_with_jobs_or_credit(
+    pg_store: Store, pg_url: str
+) -> None:
+    """A queue of many tenants: 500 partitions that each held a job, 3 that hold one now
+    and 1 with a job running. The roll copies those 4, not all 504 (it holds every writer
+    of counts up while it copies), and a tenant left behind comes back with its next job,
+    which admission finds."""
+    client = Client(pg_store)
+    client.enqueue_many([Envelope(kind="work", payload=b"", queue=Q, retention_ms=0,
+                                  partition_key=f"t{i:03d}") for i in range(500)])
+    while claims := pg_store.admit("w", [Q], 100, 60_000):
+        pg_store.ack_many([AckRequest(c, Outcome.SUCCESS) for c in claims])
+    while pg_store.settle_partitions(1000) == 1000:
+        pass
+    for key in ("busy", "w1", "w2", "w3"):
+        client.enqueue(kind="work", payload=key.encode(), queue=Q, partition_key=key)
+    # One of them starts running.
+    (running,) = pg_store.admit("w", [Q], 1, 60_000)
+    before = {p.partition_key: (p.waiting, p.running) for p in pg_store.partitions(Q)}
+    assert pg_store.roll_counters()
+    with psycopg.connect(pg_url) as conn:
+        kept = {r[0] for r in conn.execute(
+            "SELECT partition_key FROM partitions WHERE queue = %s", (Q,)).fetchall()}
+    assert kept == {"busy", "w1", "w2", "w3"}
+    assert {p.partition_key: (p.waiting, p.running) for p in pg_store.partitions(Q)} == before
+    assert pg_store.counts(Q)["available"] == 3
+
+    # A tenant left behind: its next job adds its row again, and admission claims it.
+    pg_store.ack_many([AckRequest(running, Outcome.SUCCESS)])
+    client.enqueue(kind="work", payload=b"back", queue=Q, partition_key="t042")
+    claimed = {c.job.partition_key: c for c in pg_store.admit("w", [Q], 10, 60_000)}
+    assert set(claimed) == {"busy", "w1", "w2", "w3", "t042"} - {running.job.partition_key}
+    assert claimed["t042"].job.payload == b"back"

@@ -171,7 +171,10 @@ $$;
 
 -- The next counter generation: the current rows copied under it and deleted (each roll
 -- deletes the one generation it ends, so no statement walks older ones) and the
--- generation advanced, in one transaction that holds the counters lock
+-- generation advanced. A partition with no job waiting or running and no credit is
+-- left behind: every later change of its counts is an upsert that adds the row again
+-- (without a scan fence: a scan from the start), so a queue of many tenants copies
+-- only its busy ones. The copy is in one transaction that holds the counters lock
 -- exclusively, so no transaction that wrote counts under the current one is still open
 -- and none writes until it commits. Readers need no lock: a statement's snapshot sees
 -- one generation with its rows, before the roll or after it. A transaction that keeps
@@ -199,7 +202,8 @@ BEGIN
                                 scan_priority, scan_rowid, has_waiting)
     SELECT v_gen + 1, queue, partition_key, waiting, running, deficit, scan_priority,
            scan_rowid, has_waiting
-    FROM partitions_gen WHERE gen = v_gen;
+    FROM partitions_gen
+    WHERE gen = v_gen AND (waiting <> 0 OR running <> 0 OR deficit <> 0 OR has_waiting);
     DELETE FROM queue_counts_gen WHERE gen = v_gen;
     DELETE FROM partitions_gen WHERE gen = v_gen;
     UPDATE counter_generation SET gen = v_gen + 1 WHERE only_row;
