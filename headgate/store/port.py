@@ -298,9 +298,11 @@ class Maintenance(StoreBasics, Protocol):
 
     @abstractmethod
     def settle_partitions(self, limit: int = 1000) -> int:
-        """Clear the waiting flag of at most `limit` partitions whose jobs no longer
-        wait, where the engine keeps one apart from the count (PostgreSQL: the flag keeps
-        the count's updates HOT; SQLite keeps none and returns 0). Returns how many."""
+        """Tidy at most `limit` partitions whose jobs no longer wait; returns how many.
+        PostgreSQL clears their waiting flag, which it keeps apart from the count so the
+        count's updates are HOT (its counter roll leaves idle rows behind). SQLite, whose
+        index reads the count, deletes the rows of partitions with nothing waiting or
+        running and no credit: a partition's next job adds its row again."""
 
     @abstractmethod
     def roll_counters(self, wait_ms: int = 100) -> bool:

@@ -52,6 +52,7 @@ SELECT_LIMITS = Q["select_limits"]
 SELECT_QUARANTINE = Q["select_quarantine"]
 CLAIM_JOBS = fill(Q["claim_jobs"], columns=JOB_COLUMNS_WITH_PAYLOAD)
 UPDATE_DEFICIT = Q["update_deficit"]
+DROP_IDLE_PARTITIONS = Q["drop_idle_partitions"]
 UPDATE_RR_CURSOR = Q["update_rr_cursor"]
 SELECT_OLDEST_RUNNING = Q["select_oldest_running"]
 CANCEL_JOB = Q["cancel_job"]
@@ -182,6 +183,12 @@ def _write_back(gate: Gate, queue_rows: list[tuple]) -> None:
         if bucket is not None and bucket.dirty:
             conn.execute(UPDATE_RATE_TOKENS, (bucket.tokens, now, name))
     bump_history(conn, now, gate.rejections)
+
+
+def drop_idle_partitions(conn: Connection, limit: int) -> int:
+    """Delete up to `limit` idle partition rows (none waiting or running, no credit), so
+    the table holds the partitions in use rather than every one a queue ever had."""
+    return int(conn.execute(DROP_IDLE_PARTITIONS, (limit,)).rowcount)
 
 
 def _weighted_shares(capacity: int, weights: list[int]) -> list[int]:

@@ -94,8 +94,11 @@ class SqliteStore(SqlStore):
         return lost, claims
 
     def settle_partitions(self, limit: int = 1000) -> int:
+        """The partial index reads the count itself (no flag to clear): settling drops
+        idle partitions' rows instead."""
         check_int("limit", limit, 1)
-        return 0  # the partial index reads the count itself: no flag to clear
+        with self.db.write() as (conn, _):
+            return admission.drop_idle_partitions(conn, limit)
 
     def roll_counters(self, wait_ms: int = 100) -> bool:
         check_int("wait_ms", wait_ms, 1)

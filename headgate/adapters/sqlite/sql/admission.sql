@@ -66,6 +66,14 @@ RETURNING {columns}
 -- name: update_deficit
 UPDATE partitions SET deficit = ? WHERE queue = ? AND partition_key = ?
 
+-- name: drop_idle_partitions
+-- Up to ? rows of partitions with nothing waiting or running and no credit: what
+-- admission reads of a partition is only ever of one with jobs waiting, and every change
+-- of a partition's counts is an upsert that adds its row again.
+DELETE FROM partitions WHERE (queue, partition_key) IN (
+    SELECT queue, partition_key FROM partitions
+    WHERE waiting = 0 AND running = 0 AND deficit = 0 LIMIT ?)
+
 -- name: update_rr_cursor
 UPDATE queues SET rr_cursor = ? WHERE name = ?
 
