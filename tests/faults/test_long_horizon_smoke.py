@@ -43,7 +43,7 @@ def test_a_tiny_run_records_every_series_and_draws_them(engine: str, tmp_path: P
         pytest.skip("needs HG_TEST_PG")
     out = tmp_path / "run"
     done = run("--store", engine, "--out", str(out), "--minutes", "0.1", "--bucket-s", "1.5",
-               "--calib-jobs", "200", "--calib-runs", "3", "--fraction", "0.02",
+               "--calib-jobs", "200", "--calib-runs", "2", "--fraction", "0.02",
                "--retention-s", "1", "--warmup-s", "0", "--poll-s", "0.5")
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads((out / "long_horizon.json").read_text())
@@ -51,8 +51,8 @@ def test_a_tiny_run_records_every_series_and_draws_them(engine: str, tmp_path: P
     # The rate came from the median of the calibration drains, at the fraction asked for.
     calibration = record["calibration"]
     drains = [d["jobs_per_s"] for d in calibration["runs"]]
-    assert calibration["jobs"] == 200 and len(drains) == 3 and min(drains) > 0
-    assert calibration["jobs_per_s"] == sorted(drains)[1]
+    assert calibration["jobs"] == 200 and len(drains) == 2 and min(drains) > 0
+    assert calibration["jobs_per_s"] == pytest.approx(sum(drains) / 2, abs=0.1)
     assert record["rate"] == pytest.approx(calibration["jobs_per_s"] * 0.02, abs=0.1)
 
     rows = record["rows"]
