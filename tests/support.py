@@ -14,6 +14,10 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
+from headgate import Client, Envelope
+from headgate.core import Outcome
+from headgate.core.job import AckRequest
+
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
              interval: float = 0.02) -> Any:
@@ -77,3 +81,13 @@ def jobs_index_reads_since(store: Any, before: dict[str, int]) -> dict[str, int]
     """Tuples read from each index of `jobs` since `before` (a jobs_index_reads answer)."""
     after = jobs_index_reads(store)
     return {name: after[name] - before.get(name, 0) for name in after}
+
+
+def tenants_came_and_went(store: Any, queue: str, n: int) -> None:
+    """`n` partitions (`t00000`…) that each held one job, all run and gone (retention 0):
+    a queue of short-lived tenants, whose partition rows only tidying removes."""
+    Client(store).enqueue_many([Envelope(kind="work", payload=b"", queue=queue,
+                                         retention_ms=0, partition_key=f"t{i:05d}")
+                                for i in range(n)])
+    while claims := store.admit("w", [queue], 500, 60_000):
+        store.ack_many([AckRequest(c, Outcome.SUCCESS) for c in claims])

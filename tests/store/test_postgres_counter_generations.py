@@ -11,6 +11,7 @@ import threading
 import psycopg
 import pytest
 from conftest import hold_snapshot, pg_available
+from support import tenants_came_and_went
 
 from headgate import Client, Envelope, Store
 from headgate.core import Outcome
@@ -176,10 +177,7 @@ def test_a_roll_carries_only_the_partitions_with_jobs_or_credit(
     of counts up while it copies), and a tenant left behind comes back with its next job,
     which admission finds."""
     client = Client(pg_store)
-    client.enqueue_many([Envelope(kind="work", payload=b"", queue=Q, retention_ms=0,
-                                  partition_key=f"t{i:03d}") for i in range(500)])
-    while claims := pg_store.admit("w", [Q], 100, 60_000):
-        pg_store.ack_many([AckRequest(c, Outcome.SUCCESS) for c in claims])
+    tenants_came_and_went(pg_store, Q, 500)
     while pg_store.settle_partitions(1000) == 1000:
         pass
     for key in ("busy", "w1", "w2", "w3"):
@@ -197,7 +195,7 @@ def test_a_roll_carries_only_the_partitions_with_jobs_or_credit(
 
     # A tenant left behind: its next job adds its row again, and admission claims it.
     pg_store.ack_many([AckRequest(running, Outcome.SUCCESS)])
-    client.enqueue(kind="work", payload=b"back", queue=Q, partition_key="t042")
+    client.enqueue(kind="work", payload=b"back", queue=Q, partition_key="t00042")
     claimed = {c.job.partition_key: c for c in pg_store.admit("w", [Q], 10, 60_000)}
-    assert set(claimed) == {"busy", "w1", "w2", "w3", "t042"} - {running.job.partition_key}
-    assert claimed["t042"].job.payload == b"back"
+    assert set(claimed) == {"busy", "w1", "w2", "w3", "t00042"} - {running.job.partition_key}
+    assert claimed["t00042"].job.payload == b"back"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 from conftest import hold_snapshot, pg_available
+from support import tenants_came_and_went
 
 from headgate import Client, Envelope, Store
 from headgate.adapters.postgres.dialect import PostgresDialect
@@ -102,10 +103,7 @@ def test_the_queue_figures_find_waiting_partitions_through_their_index(
     could not use the index of waiting partitions, whose predicate is the flag, and read
     every partition of the queue on every poll: thousands for a queue of tenants."""
     client = Client(pg_store)
-    client.enqueue_many([Envelope(kind="work", payload=b"", queue=Q, retention_ms=0,
-                                  partition_key=f"t{i:05d}") for i in range(2000)])
-    while claims := pg_store.admit("w", [Q], 500, 60_000):
-        pg_store.ack_many([AckRequest(c, Outcome.SUCCESS) for c in claims])
+    tenants_came_and_went(pg_store, Q, 2000)
     while pg_store.settle_partitions(1000) == 1000:
         pass
     for key in ("t00001", "t01000", "t01000", "t01000", "t01999"):

@@ -9,7 +9,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from headgate import Client, Envelope, open_store
+from support import tenants_came_and_went
+
+from headgate import Client, open_store
 from headgate.core import Outcome
 from headgate.core.job import AckRequest
 
@@ -27,10 +29,7 @@ def test_settling_drops_idle_partitions_and_a_tenant_comes_back(tmp_path: Path) 
     store = open_store(f"sqlite:///{path}")
     try:
         client = Client(store)
-        client.enqueue_many([Envelope(kind="work", payload=b"", queue=Q, retention_ms=0,
-                                      partition_key=f"t{i:03d}") for i in range(300)])
-        while claims := store.admit("w", [Q], 100, 60_000):
-            store.ack_many([AckRequest(c, Outcome.SUCCESS) for c in claims])
+        tenants_came_and_went(store, Q, 300)
         for key in ("busy", "w1", "w2"):
             client.enqueue(kind="work", payload=key.encode(), queue=Q, partition_key=key)
         (running,) = store.admit("w", [Q], 1, 60_000)
@@ -44,9 +43,9 @@ def test_settling_drops_idle_partitions_and_a_tenant_comes_back(tmp_path: Path) 
         assert {p.partition_key: (p.waiting, p.running) for p in store.partitions(Q)} == before
 
         store.ack_many([AckRequest(running, Outcome.SUCCESS)])
-        client.enqueue(kind="work", payload=b"back", queue=Q, partition_key="t042")
+        client.enqueue(kind="work", payload=b"back", queue=Q, partition_key="t00042")
         claimed = {c.job.partition_key: c.job.payload for c in store.admit("w", [Q], 10, 60_000)}
-        assert claimed.keys() == {"busy", "w1", "w2", "t042"} - {running.job.partition_key}
-        assert claimed["t042"] == b"back"
+        assert claimed.keys() == {"busy", "w1", "w2", "t00042"} - {running.job.partition_key}
+        assert claimed["t00042"] == b"back"
     finally:
         store.close()
