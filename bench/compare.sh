@@ -256,16 +256,23 @@ if [ -n "$AB" ]; then
   exit 0
 fi
 
+# The raw loops on headgate's table, once a round beside the headgate rows: a target
+# measured against them (W1, W2) is then a ratio of one stretch of time too.
+limit_rows() {
+  local P="--runs 1"
+run limits_sqlite "$HG_PY" "$ROOT/bench/limits.py" --store sqlite --n "$N" $P
+run limits_pg     "$HG_PY" "$ROOT/bench/limits.py" --store pg --pg-url "$PG_URL" --n "$N" $P
+}
+
 for round in $(seq 1 "$RUNS"); do
   say "== round $round of $RUNS"
   hg_rows
+  limit_rows
   peer_rows
 done
 "$HG_PY" "$ROOT/bench/merge_rounds.py" "$OUT"/*.jsonl
 
-# --- the physical limits, WAL volume, HTTP and memory -----------------------------------
-run limits_sqlite "$HG_PY" "$ROOT/bench/limits.py" --store sqlite --n "$N" $P
-run limits_pg     "$HG_PY" "$ROOT/bench/limits.py" --store pg --pg-url "$PG_URL" --n "$N" $P
+# --- WAL volume, HTTP and memory --------------------------------------------------------
 run wal_sqlite    "$HG_PY" "$ROOT/bench/wal.py" --store sqlite --n "$N_WAL" $P
 run wal_pg        "$HG_PY" "$ROOT/bench/wal.py" --store pg --pg-url "$PG_URL" --n "$N_WAL" $P
 run http          "$HG_PY" "$ROOT/bench/http.py" --pg-url "$PG_URL" --seconds "$HTTP_SECONDS" $P

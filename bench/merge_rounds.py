@@ -2,11 +2,11 @@
 
     .venv/bin/python bench/merge_rounds.py OUT/<label>.jsonl ...   (bench/compare.sh)
 
-bench/compare.sh runs every headgate and peer row once per round (`--runs 1`) and
-repeats the rounds, so each row's runs are spread over the same stretch of time as every
-other row's: this machine's speed drifts by the hour, and a ratio between two rows run
-minutes apart measured the drift as much as the rows. Each file then holds one line per
-round and workload; this rewrites it with one line per workload whose figures are
+bench/compare.sh runs every headgate and peer row, and the raw loops of
+bench/limits.py, once per round (`--runs 1`) and repeats the rounds, so each row's runs
+are spread over the same stretch of time as every other row's: this machine's speed
+drifts by the hour, and a ratio between two rows run minutes apart measured the drift as
+much as the rows. Each file then holds one line per round and workload (or raw loop); this rewrites it with one line per workload whose figures are
 recomputed over all the rounds (median, min, max, runs, as the harness's `agg` writes
 them), keeping the rounds' lines in `rounds/<label>.jsonl` beside it.
 
@@ -76,6 +76,16 @@ def merge(lines: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def row_key(rec: dict[str, Any]) -> tuple[str, ...] | None:
+    """What a round's line measures: a harness row's workload, or a raw loop of
+    bench/limits.py on one store; None for a line that is not a measurement."""
+    if "peer" in rec and "workload" in rec:
+        return ("peer", rec["peer"], rec["workload"])
+    if rec.get("bench") == "limits" and "loop" in rec and is_agg(rec):
+        return ("limits", rec.get("store", ""), rec["loop"])
+    return None
+
+
 def merge_file(path: Path) -> None:
     raw = [line for line in path.read_text().splitlines() if line.startswith("{")]
     if not raw:
@@ -84,8 +94,9 @@ def merge_file(path: Path) -> None:
     others: list[str] = []
     for line in raw:
         rec = json.loads(line)
-        if "peer" in rec and "workload" in rec:
-            groups.setdefault((rec["peer"], rec["workload"]), []).append(rec)
+        key = row_key(rec)
+        if key is not None:
+            groups.setdefault(key, []).append(rec)
         elif line not in others:  # e.g. a skip notice, written once per round
             others.append(line)
     keep = path.parent / "rounds"

@@ -76,3 +76,27 @@ def test_cpu_per_job_is_merged_part_by_part_and_a_missing_part_counts_as_unmeasu
                              "runs": [300.0, None, 350.0]}
     assert cpu["total"]["median"] == 400.0
     assert w1["cpu_meter"] == meter  # not an aggregate: the first round's
+
+
+def limit(loop: str, jobs_s: float) -> str:
+    return json.dumps({"bench": "limits", "store": "pg", "loop": loop, "n": 100, "batch": 1,
+                       "runs": [jobs_s], "unit": "jobs/s", "median": jobs_s, "min": jobs_s,
+                       "max": jobs_s, "setup": {"indexes": 12}})
+
+
+def test_raw_limit_loops_run_once_a_round_are_merged_per_loop(tmp_path: Path) -> None:
+    out = tmp_path / "limits_pg.jsonl"
+    rounds = [limit("insert_commit", 2000.0), limit("claim_ack", 1000.0),
+              limit("insert_commit", 2200.0), limit("claim_ack", 1100.0),
+              limit("insert_commit", 2100.0), limit("claim_ack", 900.0)]
+    out.write_text("\n".join(rounds) + "\n")
+    subprocess.run([sys.executable, str(ROOT / "bench" / "merge_rounds.py"), str(out)],
+                   check=True, timeout=60)
+
+    merged = {r["loop"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert set(merged) == {"insert_commit", "claim_ack"}
+    insert = merged["insert_commit"]
+    assert (insert["median"], insert["min"], insert["max"]) == (2100.0, 2000.0, 2200.0)
+    assert insert["runs"] == [2000.0, 2200.0, 2100.0] and insert["rounds"] == 3
+    assert insert["store"] == "pg" and insert["setup"] == {"indexes": 12}
+    assert merged["claim_ack"]["median"] == 1000.0
