@@ -6,9 +6,10 @@ bench/compare.sh runs every headgate and peer row, and the raw loops of
 bench/limits.py, once per round (`--runs 1`) and repeats the rounds, so each row's runs
 are spread over the same stretch of time as every other row's: this machine's speed
 drifts by the hour, and a ratio between two rows run minutes apart measured the drift as
-much as the rows. Each file then holds one line per round and workload (or raw loop); this rewrites it with one line per workload whose figures are
-recomputed over all the rounds (median, min, max, runs, as the harness's `agg` writes
-them), keeping the rounds' lines in `rounds/<label>.jsonl` beside it.
+much as the rows. Each file then holds one line per round and workload (or raw loop);
+this rewrites it with one line per workload whose figures are recomputed over all the
+rounds (median, min, max, runs, as the harness's `agg` writes them), keeping the
+rounds' lines in `rounds/<label>.jsonl` beside it.
 
 Merging a line: a dict with a `runs` list is re-aggregated (the line itself, p50_ms,
 after_first_job, …), and so is each member of a dict of such (cpu_us_per_job's client,

@@ -1,6 +1,7 @@
 """Helpers several test modules share: polling for a condition, the `headgate` command
 of this interpreter, pg_ctl on the throw-away PostgreSQL cluster scripts/test.sh sets
-up, and the statements a SQLite store runs with their query plans."""
+up, the statements a SQLite store runs with their query plans, and the console app the
+console tests drive."""
 
 from __future__ import annotations
 
@@ -11,12 +12,17 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import flask
 
 from headgate import Client, Envelope
 from headgate.core import Outcome
 from headgate.core.job import AckRequest
+from headgate.services.config import Settings
+from headgate.web import create_app
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
@@ -91,3 +97,12 @@ def tenants_came_and_went(store: Any, queue: str, n: int) -> None:
                                 for i in range(n)])
     while claims := store.admit("w", [queue], 500, 60_000):
         store.ack_many([AckRequest(c, Outcome.SUCCESS) for c in claims])
+
+
+def console_app(store: Any, db: str, **settings: Any) -> flask.Flask:
+    """The console and API over `store` in Flask's testing mode (`db`: the SQLite file
+    the settings name), `settings` replacing the defaults' fields."""
+    app = create_app(store, config=replace(Settings(sqlite_path=db), **settings),
+                     background=False)
+    app.config["TESTING"] = True
+    return app

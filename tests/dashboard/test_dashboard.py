@@ -10,13 +10,11 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import flask
 import pytest
-from support import wait_for
+from support import console_app, wait_for
 
 import headgate
 from headgate.core import Explanation, Outcome, State
@@ -32,32 +30,12 @@ ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 
 
 @pytest.fixture
-def db(tmp_path: Any) -> str:
-    return str(tmp_path / "console.db")
-
-
-@pytest.fixture
-def store(db: str) -> Iterator[Any]:
-    s = headgate.open_store(f"sqlite:///{db}")
-    yield s
-    s.close()
-
-
-@pytest.fixture
 def seeded(store: Any) -> Seeded:
     return seed(store)
 
 
 def make_client(store: Any, db: str, **settings: Any) -> Any:
-    config = replace(Settings(sqlite_path=db), **settings)
-    app = create_app(store, config=config, background=False)
-    app.config["TESTING"] = True
-    return app.test_client()
-
-
-@pytest.fixture
-def client(store: Any, db: str) -> Any:
-    return make_client(store, db)
+    return console_app(store, db, **settings).test_client()
 
 
 def text_of(resp: Any) -> str:

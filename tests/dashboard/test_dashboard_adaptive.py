@@ -9,29 +9,34 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support import console_app
 
 import headgate
 from headgate import Outcome
 from headgate.core.adaptive import Adaptive
 from headgate.core.records import RateClassChange
 from headgate.dashboard import charts
-from headgate.services.config import Settings
-from headgate.web import create_app
 
 BOUNDS = Adaptive(2, 40, 0.8, 1)
 
 
 @pytest.fixture
+def store(store_url: str) -> Iterator[Any]:
+    """Both engines here (store_url is tests/conftest.py's parametrized one), where the
+    other console tests take one SQLite file."""
+    s = headgate.open_store(store_url)
+    yield s
+    s.close()
+
+
+@pytest.fixture
 def client(store: Any, tmp_path: Any) -> Any:
-    """Flask's test client over the console on the parametrized store (this module's
-    `client` is the console, not the producer Client of tests/conftest.py)."""
-    app = create_app(store, config=Settings(sqlite_path=str(tmp_path / "unused.db")),
-                     background=False)
-    app.config["TESTING"] = True
-    return app.test_client()
+    """Flask's test client over the console on `store`."""
+    return console_app(store, str(tmp_path / "unused.db")).test_client()
 
 
 def throttled_once(store: Any) -> int:

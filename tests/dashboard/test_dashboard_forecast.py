@@ -6,38 +6,13 @@ e2e/test_console_forecast.py."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
-
-import pytest
 
 import headgate
 from headgate.core.records import WorkerBeat
 from headgate.dashboard import present
-from headgate.services.config import Settings
-from headgate.web import create_app
 
 Q = "mail"
-
-
-@pytest.fixture
-def db(tmp_path: Any) -> str:
-    return str(tmp_path / "forecast.db")
-
-
-@pytest.fixture
-def store(db: str) -> Iterator[Any]:
-    s = headgate.open_store(f"sqlite:///{db}")
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def client(store: Any, db: str) -> Any:
-    app = create_app(store, config=replace(Settings(sqlite_path=db)), background=False)
-    app.config["TESTING"] = True
-    return app.test_client()
 
 
 def at_rest(store: Any, waiting: int) -> list[str]:

@@ -10,7 +10,6 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from html.parser import HTMLParser
 from typing import Any
@@ -21,35 +20,9 @@ from markupsafe import escape
 import headgate
 from headgate.core import Outcome
 from headgate.dashboard import live
-from headgate.services.config import Settings
-from headgate.web import create_app
 
 DEEP = b"[" * 5000 + b"]" * 5000
 SURROGATE = b'{"name": "\\ud800"}'
-
-
-@pytest.fixture
-def db(tmp_path: Any) -> str:
-    return str(tmp_path / "stored.db")
-
-
-@pytest.fixture
-def store(db: str) -> Iterator[Any]:
-    s = headgate.open_store(f"sqlite:///{db}")
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def app(store: Any, db: str) -> Any:
-    app = create_app(store, config=replace(Settings(sqlite_path=db)), background=False)
-    app.config["TESTING"] = True
-    return app
-
-
-@pytest.fixture
-def client(app: Any) -> Any:
-    return app.test_client()
 
 
 def text_of(resp: Any) -> str:
