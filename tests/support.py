@@ -1,14 +1,16 @@
 """Helpers several test modules share: polling for a condition, the `headgate` command
 of this interpreter, pg_ctl on the throw-away PostgreSQL cluster scripts/test.sh sets
-up, the statements a SQLite store runs with their query plans, and the console app the
-console tests drive."""
+up, the statements a SQLite store runs with their query plans, the console app the
+console tests drive, and a TCP relay that loses answers on purpose."""
 
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
@@ -106,3 +108,82 @@ def console_app(store: Any, db: str, **settings: Any) -> flask.Flask:
                      background=False)
     app.config["TESTING"] = True
     return app
+
+
+class TcpRelay:
+    """A TCP relay on 127.0.0.1 in front of `target`: each connection it accepts is
+    paired with one to the target and carried both ways, so a test can lose what the
+    target answers (a lost answer, a network failure) while the target carries on.
+    Subclasses decide with `accepting()` (False: a new connection is closed at once, as
+    by a server that is down) and `on_answer(n)` for the n-th connection's answers: FORWARD
+    them, SWALLOW them (the connection stays open) or CUT the connection."""
+
+    FORWARD, SWALLOW, CUT = "forward", "swallow", "cut"
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.listener.getsockname()[1]
+        self.accepted = 0
+        self._lock = threading.Lock()
+        self._socks: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def accepting(self) -> bool:
+        return True
+
+    def on_answer(self, n: int) -> str:
+        return self.FORWARD
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.accepting():
+                client.close()
+                continue
+            try:
+                server = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                n, self.accepted = self.accepted, self.accepted + 1
+                self._socks += [client, server]
+            threading.Thread(target=self._pump, args=(client, server, None),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, n),
+                             daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, answers_of: int | None) -> None:
+        try:
+            while data := src.recv(65536):
+                verdict = self.FORWARD if answers_of is None else self.on_answer(answers_of)
+                if verdict == self.CUT:
+                    break
+                if verdict == self.FORWARD:
+                    dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        """Every open connection closed; new ones are carried again."""
+        with self._lock:
+            socks, self._socks = self._socks, []
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self) -> None:
+        self.listener.close()
+        self.cut()

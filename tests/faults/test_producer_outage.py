@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import threading
 import time
 import urllib.error
@@ -44,6 +43,7 @@ from faultkit import (
     unfinished,
     wait_for,
 )
+from support import TcpRelay
 
 from headgate import JobFilter, Store, StoreUnavailable
 
@@ -283,57 +283,22 @@ def test_producers_retry_through_a_postgres_outage(
 
 # -- commit outcome unknown -------------------------------------------------------------
 
-class Proxy:
+class Proxy(TcpRelay):
     """A TCP proxy between `serve` and PostgreSQL. `hold()` swallows what the server
     sends (statements still run and commit; their answers never arrive), `cut()`
     closes every connection through it, as a network failure would, and while
     `refusing` is set a new connection is closed at once (the server is down)."""
 
     def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
         self.holding = threading.Event()
         self.refusing = threading.Event()
-        self._lock = threading.Lock()
-        self._socks: list[socket.socket] = []
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(target)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            if self.refusing.is_set():  # the server is "down"
-                client.close()
-                continue
-            try:
-                server = socket.create_connection(self.target)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._socks += [client, server]
-            threading.Thread(target=self._pump, args=(client, server, False),
-                             daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, True),
-                             daemon=True).start()
+    def accepting(self) -> bool:
+        return not self.refusing.is_set()
 
-    def _pump(self, src: socket.socket, dst: socket.socket, answers: bool) -> None:
-        try:
-            while data := src.recv(65536):
-                if answers and self.holding.is_set():
-                    continue
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+    def on_answer(self, n: int) -> str:
+        return self.SWALLOW if self.holding.is_set() else self.FORWARD
 
     def hold(self) -> None:
         self.holding.set()
@@ -341,18 +306,7 @@ class Proxy:
     def cut(self) -> None:
         """Every open connection closed; new ones are passed through again."""
         self.holding.clear()
-        with self._lock:
-            socks, self._socks = self._socks, []
-        for s in socks:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-
-    def close(self) -> None:
-        self.listener.close()
-        self.cut()
+        super().cut()
 
     def url(self, store_url: str) -> str:
         parts = urlsplit(store_url)

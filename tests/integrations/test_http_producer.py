@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import socket
 import sqlite3
 import sys
 import threading
@@ -16,6 +15,7 @@ from types import ModuleType
 
 import pytest
 from integration_support import free_port, serve
+from support import TcpRelay
 
 import headgate
 from headgate.tasks import JobFailed
@@ -155,63 +155,24 @@ def test_503_is_retried_with_the_same_idempotency_key(
             store.close()
 
 
-class DropFirstAnswer:
-    """A TCP relay in front of the server that forwards the first request and closes
-    the client's connection instead of passing the answer back: the client sees a
-    lost answer for a request the server did carry out."""
+class DropFirstAnswer(TcpRelay):
+    """A relay in front of the server that carries the first request and closes the
+    client's connection instead of passing the answer back: the client sees a lost
+    answer for a request the server did carry out."""
 
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.port = free_port()
-        self.dropped = 0
-        self._sock = socket.create_server(("127.0.0.1", self.port))
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
-
-    def _relay(self, conn: socket.socket) -> None:
-        up = socket.create_connection(("127.0.0.1", self.upstream_port))
-        drop = self.dropped == 0
-        self.dropped += 1
-
-        def pump(src: socket.socket, dst: socket.socket) -> None:
-            try:
-                while data := src.recv(65536):
-                    if drop and src is up:
-                        break  # the server answered: lose it
-                    dst.sendall(data)
-            except OSError:
-                pass
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-        threading.Thread(target=pump, args=(conn, up), daemon=True).start()
-        pump(up, conn)
-        conn.close()
-        up.close()
-
-    def close(self) -> None:
-        self._sock.close()
+    def on_answer(self, n: int) -> str:
+        return self.CUT if n == 0 else self.FORWARD
 
 
 def test_a_retry_after_a_lost_answer_joins_the_first_job(
         server: str, store_url: str) -> None:
-    relay = DropFirstAnswer(int(server.rsplit(":", 1)[1]))
+    relay = DropFirstAnswer(("127.0.0.1", int(server.rsplit(":", 1)[1])))
     try:
         client = headgate.HttpClient(f"http://127.0.0.1:{relay.port}", token=TOKEN)
         job_id = client.enqueue("k", queue="parked-relay")
     finally:
         relay.close()
-    assert relay.dropped >= 2
+    assert relay.accepted >= 2
     store = headgate.open_store(store_url)
     try:
         jobs = store.list_jobs(headgate.JobFilter(queue="parked-relay")).jobs
