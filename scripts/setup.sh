@@ -72,6 +72,10 @@ if [ "$with_test" = 1 ]; then
     if ! command -v node >/dev/null 2>&1 && ! is_installed nodejs; then
         apt_pkgs+=(nodejs)
     fi
+    # A test of the worker protocol behind TLS makes its certificate with it.
+    if ! command -v openssl >/dev/null 2>&1 && ! is_installed openssl; then
+        apt_pkgs+=(openssl)
+    fi
 fi
 
 if [ "${#apt_pkgs[@]}" -gt 0 ]; then

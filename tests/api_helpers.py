@@ -8,6 +8,7 @@ talk to it with `requests`, exactly as a client would.
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -34,8 +35,9 @@ class _QuietHandler(WSGIRequestHandler):
 class PoolServer(BaseWSGIServer):
     """werkzeug's server with a bounded worker pool instead of a thread per request."""
 
-    def __init__(self, host: str, port: int, app: Any, threads: int = 32) -> None:
-        super().__init__(host, port, app, handler=_QuietHandler)
+    def __init__(self, host: str, port: int, app: Any, threads: int = 32,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        super().__init__(host, port, app, handler=_QuietHandler, ssl_context=ssl_context)
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="api-test")
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -116,17 +118,23 @@ class Servers:
         self._running: list[tuple[PoolServer, threading.Thread, Any, Store, bool]] = []
 
     def start(self, *, store: Store | None = None, settings: Settings | None = None,
+              ssl_context: ssl.SSLContext | None = None, cafile: str | None = None,
               **app_kwargs: Any) -> Api:
+        """`ssl_context`: serve HTTPS with it; the session trusts `cafile` alone (the
+        environment's CA bundle would replace a session's own)."""
         own = store is None
         store = store if store is not None else headgate.open_store(self.store_url)
         app = create_app(store, config=settings or Settings(), **app_kwargs)
-        server = PoolServer("127.0.0.1", free_port(), app)
+        server = PoolServer("127.0.0.1", free_port(), app, ssl_context=ssl_context)
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                                   daemon=True)
         thread.start()
         self._running.append((server, thread, app, store, own))
         session = requests.Session()
-        return Api(f"http://127.0.0.1:{server.server_port}", store, app, session)
+        scheme = "http"
+        if ssl_context is not None:
+            scheme, session.verify, session.trust_env = "https", cafile or False, False
+        return Api(f"{scheme}://127.0.0.1:{server.server_port}", store, app, session)
 
     def stop_all(self) -> None:
         for server, thread, app, store, own in reversed(self._running):

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import base64
 import socket
+import ssl
+import subprocess
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -20,7 +24,7 @@ from headgate.services.duties import DutyRunner
 from headgate.worker.remote import RemoteWorkers
 
 if TYPE_CHECKING:
-    from api_helpers import Api
+    from api_helpers import Api, Servers
 
 pytest_plugins = ["api_helpers"]  # the real-HTTP server fixtures
 
@@ -331,17 +335,17 @@ def test_long_poll_wakes_on_an_enqueue(api: Api) -> None:
     assert [j["id"] for j in answer["r"].json()["jobs"]] == [job_id]
 
 
-def test_a_long_poll_whose_worker_died_claims_nothing(api: Api) -> None:
+def dead_long_poll(api: Api, connect: Callable[[str, int], socket.socket]) -> None:
     # A worker killed mid-long-poll: its connection closes, and the job enqueued after
     # goes to a live worker, not to the dead one (where it would wait out a lease and be
     # charged a crash for a run that never happened).
     dead = register(api, ["gone"], capacity=1)
     live = register(api, ["gone"], capacity=1)
-    host, port = api.base.removeprefix("http://").split(":")
+    host, port = api.base.split("://", 1)[1].split(":")
     body = b'{"wait_ms": 30000}'
     head = {**api.session.headers, "Host": f"{host}:{port}", "Content-Type": "application/json",
             "Content-Length": str(len(body)), "Idempotency-Key": "dead-poll", "Connection": "close"}
-    sock = socket.create_connection((host, int(port)), timeout=10)
+    sock = connect(host, int(port))
     sock.sendall(f"POST /api/v1/workers/{dead}/claim HTTP/1.1\r\n".encode()
                  + "".join(f"{k}: {v}\r\n" for k, v in head.items()).encode() + b"\r\n" + body)
     deadline = time.monotonic() + 10
@@ -350,12 +354,38 @@ def test_a_long_poll_whose_worker_died_claims_nothing(api: Api) -> None:
         r = api.post(f"/workers/{dead}/claim", json={})
         waiting = r.status_code == 409 and "already waiting" in r.json()["error"]
     assert waiting
-    sock.close()  # what a kill -9 does to it
+    sock.close()  # what a kill -9 does to it (over TLS too: no close_notify)
     job_id = api.enqueue("k", queue="gone")
     [job] = claim(api, live, wait_ms=20_000)
     assert job["id"] == job_id and job["fence"] == 1  # nobody claimed it before
     stored = api.store.get_job(job_id)
     assert stored is not None and stored.worker_id == live and stored.errors == []
+
+
+def test_a_long_poll_whose_worker_died_claims_nothing(api: Api) -> None:
+    dead_long_poll(api, lambda host, port: socket.create_connection((host, port), timeout=10))
+
+
+def test_a_long_poll_over_tls_whose_worker_died_claims_nothing(
+        servers: Servers, tmp_path: Path) -> None:
+    # A server that terminates TLS itself (gunicorn with a certificate): its socket is an
+    # SSL socket, whose own recv cannot peek.
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(cert, key)
+    api = servers.start(ssl_context=served, cafile=str(cert))
+    client = ssl.create_default_context(cafile=str(cert))
+
+    def connect(host: str, port: int) -> socket.socket:
+        raw = socket.create_connection((host, port), timeout=10)
+        return client.wrap_socket(raw, server_hostname=host)
+
+    assert api.base.startswith("https://")
+    dead_long_poll(api, connect)
 
 
 def test_a_claim_whose_caller_left_during_admit_hands_the_jobs_back(api: Api) -> None:
