@@ -6,7 +6,7 @@ queue without a row, the same id twice) is rolled back and decided by the functi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -20,7 +20,6 @@ from headgate import (
     InvalidInput,
     Quarantined,
     Store,
-    open_store,
 )
 from headgate.adapters.postgres import bulk
 from headgate.adapters.postgres.notify import CHANNEL
@@ -34,10 +33,8 @@ COLUMNS = ("kind, schema_version, payload, fingerprint, priority, partition_key,
 
 
 @pytest.fixture
-def store(pg_url: str) -> Iterator[Store]:
-    store = open_store(pg_url)
-    yield store
-    store.close()
+def store(pg_store: Store) -> Store:
+    return pg_store  # this module's tests are PostgreSQL's alone
 
 
 @pytest.fixture

@@ -31,10 +31,8 @@ pytestmark = pytest.mark.skipif(not pg_available(), reason="HG_TEST_PG not set")
 
 
 @pytest.fixture
-def store(pg_url: str) -> Iterator[Store]:
-    store = open_store(pg_url)
-    yield store
-    store.close()
+def store(pg_store: Store) -> Store:
+    return pg_store  # this module's tests are PostgreSQL's alone
 
 
 @pytest.fixture

@@ -6,13 +6,11 @@ before it: a retry, a higher priority, a priority change)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import psycopg
 import pytest
 from conftest import hold_snapshot, pg_available
 
-from headgate import Client, Envelope, Store, open_store
+from headgate import Client, Envelope, Store
 from headgate.core import Outcome
 from headgate.core.job import AckRequest
 from headgate.core.schema_constants import SCAN_FENCE_SLACK
@@ -23,12 +21,8 @@ Q = "default"
 
 
 @pytest.fixture
-def store(pg_url: str) -> Iterator[Store]:
-    s = open_store(pg_url)
-    try:
-        yield s
-    finally:
-        s.close()
+def store(pg_store: Store) -> Store:
+    return pg_store  # this module's tests are PostgreSQL's alone
 
 
 def fence(url: str, partition: str = "") -> tuple[int | None, int | None]:
