@@ -10,56 +10,21 @@ without any test changing.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import time
-import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from support import pg_available, pg_database
 
 import headgate
 from headgate import Client, Store, open_store
-
-PG_ENV = "HG_TEST_PG"
-
-
-def pg_available() -> bool:
-    if not os.environ.get(PG_ENV):
-        return False
-    try:
-        return importlib.util.find_spec("headgate.adapters.postgres") is not None
-    except ImportError:
-        return False
-
-
-def _with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
-
-
-def _pg_database() -> Iterator[str]:
-    """Create `hg_<random>` on the HG_TEST_PG server, yield its URL, drop it."""
-    import psycopg  # only needed (and only imported) when PostgreSQL runs
-
-    admin_url = os.environ[PG_ENV]
-    name = f"hg_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield _with_database(admin_url, name)
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A fresh PostgreSQL database for a PostgreSQL-only test (its module skips
     without HG_TEST_PG)."""
-    yield from _pg_database()
+    yield from pg_database()
 
 
 @pytest.fixture(params=["sqlite", "pg"])
@@ -70,7 +35,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
         return
     if not pg_available():
         pytest.skip("postgres adapter not available")
-    yield from _pg_database()
+    yield from pg_database()
 
 
 @pytest.fixture
@@ -86,13 +51,6 @@ def store(store_url: str) -> Iterator[Store]:
         yield s
     finally:
         s.close()
-
-
-def hold_snapshot(conn: Any) -> None:
-    """Open a REPEATABLE READ transaction on `conn` and take its snapshot: vacuum keeps
-    every row version written after it until `conn` ends the transaction."""
-    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-    conn.execute("SELECT count(*) FROM jobs").fetchone()
 
 
 @pytest.fixture

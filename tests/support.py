@@ -1,10 +1,13 @@
 """Helpers several test modules share: polling for a condition, the `headgate` command
-of this interpreter, pg_ctl on the throw-away PostgreSQL cluster scripts/test.sh sets
-up, the statements a SQLite store runs with their query plans, the console app the
-console tests drive, and a TCP relay that loses answers on purpose."""
+of this interpreter, PostgreSQL databases for tests and pg_ctl on the throw-away cluster
+scripts/test.sh sets up, the statements a SQLite store runs with their query plans, the
+console app the console tests drive, and a TCP relay that loses answers on purpose.
+Tests import helpers from here, never from a conftest.py: every folder's conftest is a
+module named `conftest`, and the last one imported would answer for all of them."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import sqlite3
@@ -12,11 +15,13 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import flask
 
@@ -25,6 +30,46 @@ from headgate.core import Outcome
 from headgate.core.job import AckRequest
 from headgate.services.config import Settings
 from headgate.web import create_app
+
+# -- PostgreSQL for tests: HG_TEST_PG names a server tests may create databases on ------
+
+PG_ENV = "HG_TEST_PG"
+
+
+def pg_available() -> bool:
+    if not os.environ.get(PG_ENV):
+        return False
+    try:
+        return importlib.util.find_spec("headgate.adapters.postgres") is not None
+    except ImportError:
+        return False
+
+
+def with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+def pg_database() -> Iterator[str]:
+    """Create `hg_<random>` on the HG_TEST_PG server, yield its URL, drop it."""
+    import psycopg  # only needed (and only imported) when PostgreSQL runs
+
+    admin_url = os.environ[PG_ENV]
+    name = f"hg_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield with_database(admin_url, name)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def hold_snapshot(conn: Any) -> None:
+    """Open a REPEATABLE READ transaction on `conn` and take its snapshot: vacuum keeps
+    every row version written after it until `conn` ends the transaction."""
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    conn.execute("SELECT count(*) FROM jobs").fetchone()
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str,

@@ -16,9 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import pg_available
 from integration_support import free_port
-from support import headgate_cmd, wait_for
+from support import headgate_cmd, pg_available, wait_for
 
 import headgate
 from headgate.services.config import ConfigError

@@ -11,8 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import pg_available
-from support import headgate_cmd
+from support import headgate_cmd, pg_available
 
 import headgate
 from headgate.services.config import ConfigError, Settings, same_store

@@ -252,9 +252,8 @@ class Fleet:
 
 @pytest.fixture(name="fleet")
 def fleet_fixture(store_url: str, tmp_path: Path) -> Iterator[Fleet]:
-    """`fleet`: the processes a test starts, ended at teardown. Test modules import
-    this (there is no conftest.py here: a second `conftest` module would shadow
-    tests/conftest.py for the tests that import helpers from it)."""
+    """`fleet`: the processes a test starts, ended at teardown. The test modules that
+    drive a fleet import this fixture."""
     fleet = Fleet(store_url, tmp_path)
     try:
         yield fleet

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from conftest import _pg_database, pg_available
+from support import pg_available, pg_database
 
 from headgate.testing.conformance import *  # noqa: F403
 
@@ -21,4 +21,4 @@ def headgate_store_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str
         return
     if not pg_available():
         pytest.skip("postgres adapter not available")
-    yield from _pg_database()
+    yield from pg_database()

@@ -8,8 +8,7 @@ import time
 
 import psycopg
 import pytest
-from conftest import pg_available
-from support import pg_ctl
+from support import pg_available, pg_ctl
 
 import headgate
 from headgate import Client, Outcome, StoreUnavailable, open_store

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import psycopg
 import pytest
-from conftest import pg_available
+from support import pg_available
 
 from headgate import (
     Backpressure,

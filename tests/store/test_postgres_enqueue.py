@@ -10,9 +10,8 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
-from conftest import pg_available
 from psycopg import sql
-from support import jobs_index_reads
+from support import jobs_index_reads, pg_available
 
 from headgate import (
     Backpressure,

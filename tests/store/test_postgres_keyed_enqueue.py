@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from conftest import pg_available
 from psycopg.pq import Trace
+from support import pg_available
 
 from headgate import Backpressure, Envelope, Store, open_store
 from headgate.adapters.postgres.connection import translate

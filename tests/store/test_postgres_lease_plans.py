@@ -11,7 +11,7 @@ import re
 
 import psycopg
 import pytest
-from conftest import pg_available
+from support import pg_available
 
 from headgate import Client, Envelope, Store
 from headgate.adapters.shared import lifecycle

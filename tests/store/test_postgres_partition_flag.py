@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from conftest import hold_snapshot, pg_available
-from support import tenants_came_and_went
+from support import hold_snapshot, pg_available, tenants_came_and_went
 
 from headgate import Client, Envelope, Store
 from headgate.adapters.postgres.dialect import PostgresDialect

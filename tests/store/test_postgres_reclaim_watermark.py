@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from conftest import hold_snapshot, pg_available
+from support import hold_snapshot, pg_available
 
 from headgate import Client, Store
 from headgate.adapters.shared.lifecycle import SELECT_EXPIRED

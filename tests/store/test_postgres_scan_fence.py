@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from conftest import hold_snapshot, pg_available
+from support import hold_snapshot, pg_available
 
 from headgate import Client, Envelope, Store
 from headgate.core import Outcome

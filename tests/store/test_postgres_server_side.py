@@ -18,8 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import _pg_database, pg_available
-from support import jobs_index_reads, jobs_index_reads_since, wait_for
+from support import jobs_index_reads, jobs_index_reads_since, pg_available, pg_database, wait_for
 
 import headgate
 from headgate import Envelope, State, open_store
@@ -49,8 +48,8 @@ def clear_of_a_history_edge(margin_s: float = 1.0) -> None:
 
 @pytest.fixture
 def twin_urls() -> Iterator[tuple[str, str]]:
-    for first in _pg_database():
-        for second in _pg_database():
+    for first in pg_database():
+        for second in pg_database():
             yield first, second
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from conftest import pg_available
+from support import pg_available
 
 from headgate import Envelope, IdConflict, Store, open_store
 

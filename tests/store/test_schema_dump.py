@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import pg_available
+from support import pg_available
 
 from headgate import open_store
 
