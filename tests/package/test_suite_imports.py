@@ -1,7 +1,7 @@
 """A convention of this suite: tests take shared helpers from modules such as
 tests/support.py, never from a conftest.py. Every folder's conftest.py is imported as a
 module named `conftest`, so `from conftest import …` reaches whichever was imported
-last: a folder's own conftest.py once left fifteen store tests unable to import."""
+last: a folder's own conftest.py once left thirteen test modules unable to import."""
 
 from __future__ import annotations
 
