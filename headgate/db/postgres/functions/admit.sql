@@ -193,11 +193,16 @@ BEGIN
         WHERE j.lease_id = a.lease_id AND j.fence = a.fence
         ORDER BY j.id FOR UPDATE OF j
     ) AS h;
-    -- (EXCEPT: testing each ack against the kept array was O(acks²))
-    lost := ARRAY(SELECT l.id FROM (
-                      SELECT a.id FROM unnest(p_ids) AS a(id)
-                      EXCEPT SELECT d.id FROM unnest(kept || v_deleted) AS d(id)
-                  ) AS l ORDER BY l.id COLLATE "C");
+    -- Every ack found its running job (one row each: ids are keys): none is lost.
+    -- Otherwise EXCEPT (testing each ack against the kept array was O(acks²)).
+    IF cardinality(kept) + cardinality(v_deleted) = cardinality(p_ids) THEN
+        lost := '{}';
+    ELSE
+        lost := ARRAY(SELECT l.id FROM (
+                          SELECT a.id FROM unnest(p_ids) AS a(id)
+                          EXCEPT SELECT d.id FROM unnest(kept || v_deleted) AS d(id)
+                      ) AS l ORDER BY l.id COLLATE "C");
+    END IF;
     IF cardinality(v_deleted) > 0 THEN
         -- The deletion takes the counter rows of 'running' before the claims take
         -- those of 'available'; an enqueue takes 'available' first. Taking those
@@ -209,19 +214,17 @@ BEGIN
     END IF;
 END $$;
 
--- lifecycle.promote_due over the caller's queues: an index probe, then the update
+-- lifecycle.promote_due over the caller's queues, called once an index probe found a
+-- due job (the probe is the caller's: most admits have none, and a call costs more)
 CREATE OR REPLACE FUNCTION headgate_promote_due_v1(p_names TEXT[], p_now BIGINT,
                                                    p_limit INTEGER) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM jobs WHERE headgate_due_v1(state, scheduled_at_ms, p_now)
-               AND queue = ANY(p_names)) THEN
-        UPDATE jobs SET state = 'available'
-        WHERE id IN (SELECT id FROM jobs WHERE headgate_due_v1(state, scheduled_at_ms, p_now)
-                     AND queue = ANY(p_names)
-                     ORDER BY scheduled_at_ms LIMIT p_limit FOR UPDATE SKIP LOCKED)
-          AND headgate_due_v1(state, scheduled_at_ms, p_now);
-    END IF;
+    UPDATE jobs SET state = 'available'
+    WHERE id IN (SELECT id FROM jobs WHERE headgate_due_v1(state, scheduled_at_ms, p_now)
+                 AND queue = ANY(p_names)
+                 ORDER BY scheduled_at_ms LIMIT p_limit FOR UPDATE SKIP LOCKED)
+      AND headgate_due_v1(state, scheduled_at_ms, p_now);
 END $$;
 
 -- admission._weighted_shares, in the same float arithmetic: floors, then the leftover
@@ -272,6 +275,8 @@ DECLARE
     page_key TEXT[];
     page_deficit BIGINT[];
     page_running BIGINT[];
+    v_k INTEGER;
+    v_i INTEGER;
 BEGIN
     IF page_phase = 1 THEN
         SELECT coalesce(array_agg(p.partition_key ORDER BY p.partition_key), '{}'),
@@ -308,8 +313,18 @@ BEGIN
     ELSE
         page_after := page_key[p_page];
     END IF;
-    IF p_queue <> ALL(p_g_queue) AND p_queue <> ALL(p_kept_queues) THEN
-        -- no carried state and no acks here: the page as read
+    IF p_queue <> ALL(p_g_queue) THEN
+        -- No carried state: the page as read, each partition's running count less the
+        -- acks of its jobs (a worker's own few: a loop costs less than a statement).
+        IF p_queue = ANY(p_kept_queues) THEN
+            FOR v_k IN 1..cardinality(p_kept_queues) LOOP
+                CONTINUE WHEN p_kept_queues[v_k] <> p_queue;
+                v_i := array_position(page_key, p_kept_parts[v_k]);
+                IF v_i IS NOT NULL THEN
+                    page_running[v_i] := page_running[v_i] - 1;
+                END IF;
+            END LOOP;
+        END IF;
         part_key := part_key || page_key;
         part_deficit := part_deficit || page_deficit;
         part_loaded := part_loaded || page_deficit;
@@ -587,20 +602,20 @@ BEGIN
     rejected_rate := 0;
     rejected_limit := 0;
     rejected_quarantine := 0;
-    -- How many have waiting jobs, counted up to p_want: with as many partitions
-    -- as wanted jobs or more the quantum is 1 whatever their number.
-    SELECT count(*) INTO v_n
-    FROM (SELECT 1 FROM partitions WHERE queue = p_queue AND has_waiting AND waiting > 0
-          LIMIT p_want) AS waiting;
+    -- How many have waiting jobs, counted up to p_want (with as many partitions
+    -- as wanted jobs or more the quantum is 1 whatever their number), and the
+    -- queue's ceilings, in one statement.
+    SELECT (SELECT count(*) FROM (SELECT 1 FROM partitions
+                                  WHERE queue = p_queue AND has_waiting AND waiting > 0
+                                  LIMIT p_want) AS waiting),
+           coalesce(array_agg(l.name ORDER BY l.max_concurrent, l.name), '{}'),
+           coalesce(array_agg(l.max_concurrent ORDER BY l.max_concurrent, l.name), '{}'),
+           coalesce(array_agg(l.on_saturated ORDER BY l.max_concurrent, l.name), '{}')
+    INTO v_n, l_name, l_max, l_strategy
+    FROM concurrency_limits l WHERE l.queue = p_queue;
     IF v_n = 0 THEN
         RETURN;
     END IF;
-
-    SELECT coalesce(array_agg(name ORDER BY max_concurrent, name), '{}'),
-           coalesce(array_agg(max_concurrent ORDER BY max_concurrent, name), '{}'),
-           coalesce(array_agg(on_saturated ORDER BY max_concurrent, name), '{}')
-    INTO l_name, l_max, l_strategy
-    FROM concurrency_limits WHERE queue = p_queue;
     v_quantum := coalesce(p_quantum, greatest(1, (p_want + v_n - 1) / v_n));
     -- Resume after the partition served last, so ties rotate between calls. A
     -- queue may have thousands of partitions and an admit visits a few: a page
@@ -667,9 +682,10 @@ BEGIN
         g_key := part_key;
         g_deficit := part_deficit;
         g_loaded := part_loaded;
-        g_delta := ARRAY(SELECT n.running - n.base
-                         FROM unnest(part_running, part_base) WITH ORDINALITY
-                             AS n(running, base, i) ORDER BY n.i);
+        g_delta := '{}';
+        FOR v_i IN 1..cardinality(part_key) LOOP
+            g_delta[v_i] := part_running[v_i] - part_base[v_i];
+        END LOOP;
     ELSE
         SELECT coalesce(array_agg(s.queue), '{}'),
                coalesce(array_agg(s.key), '{}'),
@@ -775,15 +791,10 @@ BEGIN
         END LOOP;
     END IF;
     IF true = ANY(p_r_dirty) THEN
-        FOR v_write IN
-            SELECT s.name, s.tokens
-            FROM unnest(p_r_name, p_r_found, p_r_tokens, p_r_dirty)
-                AS s(name, found, tokens, dirty)
-            WHERE s.found AND s.dirty ORDER BY s.name COLLATE "C"
-        LOOP
-            UPDATE rate_classes SET tokens = v_write.tokens, refilled_at_ms = p_now
-            WHERE name = v_write.name;
-        END LOOP;
+        -- One statement: each row was locked when admission loaded its bucket.
+        UPDATE rate_classes SET tokens = s.tokens, refilled_at_ms = p_now
+        FROM unnest(p_r_name, p_r_found, p_r_tokens, p_r_dirty) AS s(name, found, tokens, dirty)
+        WHERE s.found AND s.dirty AND rate_classes.name = s.name;
     END IF;
     -- rows.bump_history: the acks' completions and the rejections, one row per queue
     -- (p_x_*: one entry per queue visit, summed here)
@@ -1000,6 +1011,7 @@ BEGIN
         v_shares BIGINT[];
         v_hungry INTEGER[] := '{}';
         v_any_quarantine BOOLEAN;
+        v_due BOOLEAN;
         v_remaining BIGINT;
         v_pass INTEGER := 1;
         v_step INTEGER := 0;
@@ -1045,11 +1057,17 @@ BEGIN
         END IF;
         -- First the queues' admission locks, in code point order like dialect.lock_queues
         -- (Python's sorted()): one order with the shared lifecycle (lifecycle.lock_job_queues).
-        FOR v_lock IN
-            SELECT DISTINCT u COLLATE "C" FROM unnest(v_names || p_ack_queues) AS u ORDER BY 1
-        LOOP
-            PERFORM headgate_lock_queue_v1(v_lock);
-        END LOOP;
+        -- One queue, its own acks (a worker's steady state): no order to find.
+        IF cardinality(v_names) = 1 AND v_names[1] = ALL(p_ack_queues) THEN
+            PERFORM headgate_lock_queue_v1(v_names[1]);
+        ELSE
+            FOR v_lock IN
+                SELECT DISTINCT u COLLATE "C" FROM unnest(v_names || p_ack_queues) AS u
+                ORDER BY 1
+            LOOP
+                PERFORM headgate_lock_queue_v1(v_lock);
+            END LOOP;
+        END IF;
 
         -- lifecycle.ack_many for plain successes; the lost acks are returned first
         IF cardinality(p_ack_ids) > 0 THEN
@@ -1065,19 +1083,25 @@ BEGIN
 
         <<admission>>
         BEGIN
-            -- lifecycle.promote_due over the caller's queues
-            PERFORM headgate_promote_due_v1(v_names, v_now, p_promote_limit);
-
+            -- What admission reads first, in one statement: the caller's unpaused queues,
+            -- whether any fingerprint is quarantined and whether a job of theirs is due.
             SELECT array_agg(q.name ORDER BY t.i), array_agg(q.weight ORDER BY t.i),
-                   array_agg(q.rr_cursor ORDER BY t.i)
-            INTO v_active, v_weights, v_loaded_cursors
+                   array_agg(q.rr_cursor ORDER BY t.i),
+                   EXISTS (SELECT 1 FROM quarantine),
+                   EXISTS (SELECT 1 FROM jobs
+                           WHERE headgate_due_v1(state, scheduled_at_ms, v_now)
+                             AND queue = ANY(v_names))
+            INTO v_active, v_weights, v_loaded_cursors, v_any_quarantine, v_due
             FROM queues q JOIN unnest(v_names) WITH ORDINALITY AS t(n, i) ON q.name = t.n
             WHERE q.name = ANY(v_names) AND q.paused = 0;
+            -- lifecycle.promote_due over the caller's queues
+            IF v_due THEN
+                PERFORM headgate_promote_due_v1(v_names, v_now, p_promote_limit);
+            END IF;
             IF v_active IS NULL OR p_capacity = 0 THEN
                 EXIT admission;
             END IF;
             v_cursors := v_loaded_cursors;
-            v_any_quarantine := EXISTS (SELECT 1 FROM quarantine);
             -- admission._weighted_shares
             v_shares := headgate_weighted_shares_v1(p_capacity, v_weights);
 
