@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {rounds} (seed {seed + rounds - 1}): {report.summary()}", flush=True)
             for line in report.changed_by_refused:
                 print("  changed by a refused request: " + line, flush=True)
-            bad += len(report.failures) + len(report.errors) + len(report.changed_by_refused)
+            bad += (len(report.failures) + len(report.errors) + len(report.changed_by_refused)
+                    + len(report.failed_phases()))
             totals.cases.update(report.cases)
             totals.statuses.update(report.statuses)
             totals.stateful_2xx |= report.stateful_2xx

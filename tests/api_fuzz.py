@@ -66,7 +66,8 @@ OFF = {
     "allow_header_conformance": "checked by tests/api/test_conventions.py",
 }
 
-# Checks that do not apply to an operation, and why.
+# Checks that do not apply to an operation, and why: turned off for it in the config,
+# so schemathesis neither runs them there nor counts them in its phases' status.
 NOT_APPLICABLE = {
     # A queue's history and percentiles are views over what happened under its name:
     # they answer for any name (an empty list, zero counts), before the queue exists
@@ -95,7 +96,12 @@ class Report:
     changed_by_refused: list[str] = field(default_factory=list)
     worked_jobs: int = 0
     pending_operations: dict[str, str] = field(default_factory=dict)
+    phases: dict[str, str] = field(default_factory=dict)  # schemathesis's status of each
     seconds: float = 0.0
+
+    def failed_phases(self) -> dict[str, str]:
+        """The phases schemathesis itself did not pass: its verdict, beside the driver's."""
+        return {p: s for p, s in self.phases.items() if s in ("failure", "error")}
 
     def summary(self) -> str:
         return (f"{sum(self.cases.values())} cases ({dict(self.cases)}), "
@@ -106,7 +112,7 @@ class Report:
                 f"{self.worked_jobs} jobs run by the worker, "
                 f"{len(self.failures)} failures, {len(self.errors)} errors, "
                 f"{len(self.changed_by_refused)} refused requests that changed state, "
-                f"{self.seconds:.0f} s")
+                f"phases {self.phases}, {self.seconds:.0f} s")
 
 
 def excluded(method: str, path: str) -> bool:
@@ -321,6 +327,10 @@ def config(base_url: str, known: dict[str, list[str]], *, max_examples: int,
                                 "generation": {"max-examples": stateful_examples}}},
         "checks": {**{name: {"enabled": True} for name in CHECKS},
                    **{name: {"enabled": False} for name in OFF}},
+        "operations": [
+            {"include-method": label.split(" ", 1)[0], "include-path": label.split(" ", 1)[1],
+             "checks": {check: {"enabled": False}}}
+            for check, label in NOT_APPLICABLE],
         "dictionaries": {f"known-{name}": {"values": values} for name, values in known.items()},
         "parameters": {f"path.{name}": {"dictionary": f"known-{name}", "probability": 0.5}
                        for name in known},
@@ -382,9 +392,6 @@ def _record(event: Any, report: Report, log: Callable[[str], None] | None) -> No
                 if check.failure_info is None:
                     continue
                 case = recorder.cases[case_id].value
-                label = f"{case.method.upper()} {case.operation.path}"
-                if (check.name, label) in NOT_APPLICABLE:
-                    continue
                 response = recorder.interactions.get(case_id)
                 got = "" if response is None or response.response is None else (
                     f" -> {response.response.status_code} "
@@ -400,8 +407,10 @@ def _record(event: Any, report: Report, log: Callable[[str], None] | None) -> No
         report.errors.append(text)
         if log:
             log(text)
-    elif isinstance(event, events.PhaseFinished) and log:
-        log(f"phase {event.phase.name} finished: {event.status}")
+    elif isinstance(event, events.PhaseFinished):
+        report.phases[event.phase.name.value] = event.status.value
+        if log:
+            log(f"phase {event.phase.name} finished: {event.status}")
 
 
 def _url(case: schemathesis.Case) -> str:
