@@ -39,7 +39,7 @@ from headgate.core.envelope import MAX_PAYLOAD
 from headgate.core.ids import new_lease_id
 
 from .announce import FinishedAnnouncer
-from .connection import PgConnection, PgDatabase
+from .connection import CLOCK, PgConnection, PgDatabase
 
 PLAIN_RETRY_S = 1.0
 # How long the set of adaptive rate classes read for plain acks is trusted.
@@ -189,10 +189,12 @@ class ServerAdmission:
             self._acked(acks)
             return result
         store: Any = self
-        with self.db.write() as (conn, now):
+        with self.db.transaction() as conn:
             # The function's lock order: queues, then the counters claims will take.
             conn.dialect.lock_queues(conn, sorted({a.claim.job.queue for a in acks} | set(queues)))
             conn.execute(LOCK_COUNTERS, (list(dict.fromkeys(queues)),))
+            # The store time once the locks are held, as the function reads it.
+            now = int(conn.execute(CLOCK).fetchone()[0])
             lost, wake = store._apply_acks(conn, now, acks)
             claims = admit(conn, worker_id, queues, capacity, lease_ms, quantum, now=now)[1]
         store._publish(wake)

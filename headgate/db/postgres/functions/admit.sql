@@ -990,7 +990,7 @@ BEGIN
 
     <<policy>>
     DECLARE
-        v_now BIGINT := coalesce(p_now, (extract(epoch from clock_timestamp()) * 1000)::bigint);
+        v_now BIGINT;
         v_names TEXT[];
         v_lock TEXT;
         -- acks applied: completed (their partitions' running counts are not yet lowered:
@@ -1068,6 +1068,10 @@ BEGIN
                 PERFORM headgate_lock_queue_v1(v_lock);
             END LOOP;
         END IF;
+        -- The store time once the locks are held, so admissions' times follow their
+        -- order: one read before a wait for the lock could precede the admission that
+        -- held it, whose rate buckets would then refill from that earlier time twice.
+        v_now := coalesce(p_now, (extract(epoch from clock_timestamp()) * 1000)::bigint);
 
         -- lifecycle.ack_many for plain successes; the lost acks are returned first
         IF cardinality(p_ack_ids) > 0 THEN
