@@ -39,7 +39,7 @@ from headgate.core.envelope import MAX_PAYLOAD
 from headgate.core.ids import new_lease_id
 
 from .announce import FinishedAnnouncer
-from .connection import CLOCK, PgConnection, PgDatabase
+from .connection import PgConnection, PgDatabase, store_time
 
 PLAIN_RETRY_S = 1.0
 # How long the set of adaptive rate classes read for plain acks is trusted.
@@ -194,7 +194,7 @@ class ServerAdmission:
             conn.dialect.lock_queues(conn, sorted({a.claim.job.queue for a in acks} | set(queues)))
             conn.execute(LOCK_COUNTERS, (list(dict.fromkeys(queues)),))
             # The store time once the locks are held, as the function reads it.
-            now = int(conn.execute(CLOCK).fetchone()[0])
+            now = store_time(conn)
             lost, wake = store._apply_acks(conn, now, acks)
             claims = admit(conn, worker_id, queues, capacity, lease_ms, quantum, now=now)[1]
         store._publish(wake)

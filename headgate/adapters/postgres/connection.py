@@ -106,6 +106,11 @@ RETRYABLE = (
 )
 
 
+def store_time(conn: PgConnection) -> int:
+    """The store clock read on `conn`, inside its transaction."""
+    return int(conn.execute(CLOCK).fetchone()[0])
+
+
 class PgDatabase:
     def __init__(
         self, url: str, *, min_size: int = 1, max_size: int = 8,
@@ -176,8 +181,7 @@ class PgDatabase:
         """One transaction on a pooled connection, with the database's clock."""
         with self._raw() as raw:
             conn = PgConnection(raw)
-            now = conn.execute(CLOCK).fetchone()[0]
-            yield conn, int(now)
+            yield conn, store_time(conn)
 
     @contextmanager
     def transaction(self) -> Iterator[PgConnection]:
@@ -217,8 +221,7 @@ class PgDatabase:
         on a second pooled connection, while holding the first, let as many concurrent
         readers as pooled connections all wait for one more until the pool's timeout."""
         with self.read() as conn:
-            now = conn.execute(CLOCK).fetchone()[0]
-            yield conn, int(now)
+            yield conn, store_time(conn)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self.read() as conn:
