@@ -5,7 +5,9 @@ test that asks for any of them runs once per backend, all three pointing at the 
 database. SQLite gets a file in the test's tmp dir. PostgreSQL gets a freshly created
 database (from the server named by `HG_TEST_PG`) that is dropped afterwards; it is
 skipped until `headgate.adapters.postgres` exists, so the PostgreSQL adapter plugs in
-without any test changing.
+without any test changing. A test that gets its database migrated before its body runs
+(it asks for one of support.MIGRATED_BEFORE_BODY) gets a copy of a database this session
+migrated; any other test gets an empty one, as a test of migrating itself needs.
 """
 
 from __future__ import annotations
@@ -14,28 +16,36 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from support import pg_available, pg_database
+from support import fresh_pg_database, pg_available, pg_template
 
 import headgate
 from headgate import Client, Store, open_store
 
 
+@pytest.fixture(scope="session", name="pg_template")
+def pg_template_fixture() -> Iterator[str]:
+    """This process's migrated template database (support.pg_template), made when a
+    test first needs it."""
+    yield from pg_template()
+
+
 @pytest.fixture
-def pg_url() -> Iterator[str]:
+def pg_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh PostgreSQL database for a PostgreSQL-only test (its module skips
     without HG_TEST_PG)."""
-    yield from pg_database()
+    yield from fresh_pg_database(request)
 
 
 @pytest.fixture(params=["sqlite", "pg"])
 def store_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
-    """A URL naming a fresh, empty database of the parametrized backend."""
+    """A URL naming a fresh database of the parametrized backend: empty, or on
+    PostgreSQL migrated already when the test's is before its body (fresh_pg_database)."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/hg.db"
         return
     if not pg_available():
         pytest.skip("postgres adapter not available")
-    yield from pg_database()
+    yield from fresh_pg_database(request)
 
 
 @pytest.fixture
