@@ -63,6 +63,7 @@ class PostgresStore(ServerAdmission, SqlStore):
         # Completions and failures reach live views coalesced (see announce.py).
         self._finished_announcer = FinishedAnnouncer(self._announce_finished)
         self._async_producer = AsyncProducer(url)
+        self._keyed = keyed.KeyedBatcher(self.db)
 
     def _listen(self) -> None:
         if not self._closed:
@@ -189,12 +190,11 @@ class PostgresStore(ServerAdmission, SqlStore):
         ttl_ms: int = idempotency.DAY_MS,
     ) -> KeyedEnqueue:
         """One statement in autocommit: the key's lock and record, the enqueue and its
-        answer (see keyed.py)."""
+        answer; concurrent requests of this process share one (see keyed.py)."""
         check_text("scope_key", scope_key)
         env = envelope if envelope.fingerprint and envelope.id else envelope.validated()
-        with self.db.autocommit() as conn:
-            done = keyed.enqueue_keyed(conn.raw, scope_key, request_hash, env, answer,
-                                       self._origin(), ttl_ms)
+        done = keyed.decided(env, self._keyed.run(keyed.KeyedRequest(
+            scope_key, request_hash, env, answer, self._origin(), ttl_ms)))
         if isinstance(done, IdempotencyRecord):
             return KeyedEnqueue(record=done)
         if done.inserted:

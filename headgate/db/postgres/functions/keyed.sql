@@ -84,3 +84,55 @@ BEGIN
     END IF;
 END
 $$;
+
+-- headgate_enqueue_keyed_many_v1: concurrent `POST /api/v1/jobs` requests of one server
+-- process in one autocommit statement (keyed.py's KeyedBatcher): each item is one
+-- request, decided by headgate_enqueue_keyed_v1 as if alone but after the items before
+-- it, and answered by its own row (`ord`: its position). Every enqueue takes its queue's
+-- lock to the commit and every NOTIFY PostgreSQL's database-wide commit lock, so requests
+-- committed one by one queue behind each other's WAL flush; here the batch shares one.
+-- The caller passes the items sorted by queue, so a batch takes its queue locks in the
+-- order admission does. A refusal, a held unique key or a live record concerns its own
+-- item; an error aborts the whole statement, and the caller then sends each item alone.
+CREATE OR REPLACE FUNCTION headgate_enqueue_keyed_many_v1(
+    p_scope_key TEXT[], p_request_hash TEXT[], p_stale_ms BIGINT, p_purge_limit INTEGER,
+    p_status INTEGER[], p_answer_headers TEXT[], p_body BYTEA[], p_ttl_ms BIGINT[],
+    p_id TEXT[], p_kind TEXT[], p_schema_version INTEGER[], p_payload BYTEA[],
+    p_fingerprint TEXT[], p_queue TEXT[], p_priority INTEGER[], p_partition_key TEXT[],
+    p_rate_class TEXT[], p_weight BIGINT[], p_scheduled_at_ms BIGINT[],
+    p_max_attempts INTEGER[], p_retention_ms BIGINT[], p_tags TEXT[], p_sticky_worker TEXT[],
+    p_headers TEXT[], p_periodic_schedule_id TEXT[], p_periodic_tick_ms BIGINT[],
+    p_pending BOOLEAN[], p_unique_key BYTEA[], p_unique_window_ms BIGINT[],
+    p_unique_replace INTEGER[], p_unique_debounce_ms BIGINT[], p_origin TEXT
+) RETURNS TABLE (
+    ord INTEGER, rec_request_hash TEXT, rec_state TEXT, rec_status INTEGER,
+    rec_headers TEXT, rec_body BYTEA, outcome TEXT, subject TEXT, queue_limit BIGINT,
+    current BIGINT, incoming BIGINT, received_queues TEXT[], duplicate_id TEXT,
+    replaced BOOLEAN, inserted INTEGER
+) LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1 .. cardinality(p_scope_key) LOOP
+        ord := i;
+        SELECT k.rec_request_hash, k.rec_state, k.rec_status, k.rec_headers, k.rec_body,
+               k.outcome, k.subject, k.queue_limit, k.current, k.incoming,
+               k.received_queues, k.duplicate_id, k.replaced, k.inserted
+        INTO rec_request_hash, rec_state, rec_status, rec_headers, rec_body, outcome,
+             subject, queue_limit, current, incoming, received_queues, duplicate_id,
+             replaced, inserted
+        FROM headgate_enqueue_keyed_v1(
+            p_scope_key[i], p_request_hash[i], p_stale_ms,
+            CASE WHEN i = 1 THEN p_purge_limit ELSE 0 END, p_status[i],
+            p_answer_headers[i], p_body[i], p_ttl_ms[i],
+            ARRAY[p_id[i]], ARRAY[p_kind[i]], ARRAY[p_schema_version[i]],
+            ARRAY[p_payload[i]], ARRAY[p_fingerprint[i]], ARRAY[p_queue[i]],
+            ARRAY[p_priority[i]], ARRAY[p_partition_key[i]], ARRAY[p_rate_class[i]],
+            ARRAY[p_weight[i]], ARRAY[p_scheduled_at_ms[i]], ARRAY[p_max_attempts[i]],
+            ARRAY[p_retention_ms[i]], ARRAY[p_tags[i]], ARRAY[p_sticky_worker[i]],
+            ARRAY[p_headers[i]], ARRAY[p_periodic_schedule_id[i]],
+            ARRAY[p_periodic_tick_ms[i]], ARRAY[p_pending[i]], ARRAY[p_unique_key[i]],
+            ARRAY[p_unique_window_ms[i]], ARRAY[p_unique_replace[i]],
+            ARRAY[p_unique_debounce_ms[i]], p_origin) AS k;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
