@@ -9,7 +9,7 @@ import importlib
 import sqlite3
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -29,20 +29,45 @@ def server(store_url: str, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-def load_app(monkeypatch: pytest.MonkeyPatch, url: str, token: str | None) -> ModuleType:
-    """integrations_app imported afresh, its App pointing at ``url``."""
-    monkeypatch.setenv("HG_INTEGRATION_URL", url)
-    if token is None:
-        monkeypatch.delenv("HG_INTEGRATION_TOKEN", raising=False)
-    else:
-        monkeypatch.setenv("HG_INTEGRATION_TOKEN", token)
-    monkeypatch.delitem(sys.modules, "integrations_app", raising=False)
-    return importlib.import_module("integrations_app")
+@pytest.fixture
+def closing(server: str) -> Iterator[Callable[[headgate.HttpClient], headgate.HttpClient]]:
+    """Hands a test's HTTP clients back and closes them after the test, before `server`
+    stops: serve's graceful stop otherwise waits out each idle keep-alive connection
+    (gunicorn's keepalive, 2 s), a wait no test here is about."""
+    clients: list[headgate.HttpClient] = []
+
+    def keep(client: headgate.HttpClient) -> headgate.HttpClient:
+        clients.append(client)
+        return client
+
+    yield keep
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture
+def load_app(monkeypatch: pytest.MonkeyPatch, closing: Callable[..., headgate.HttpClient]
+             ) -> Callable[[str, str | None], ModuleType]:
+    """integrations_app imported afresh, its App pointing at a URL, its HTTP client
+    closed after the test (`closing`)."""
+
+    def load(url: str, token: str | None) -> ModuleType:
+        monkeypatch.setenv("HG_INTEGRATION_URL", url)
+        if token is None:
+            monkeypatch.delenv("HG_INTEGRATION_TOKEN", raising=False)
+        else:
+            monkeypatch.setenv("HG_INTEGRATION_TOKEN", token)
+        monkeypatch.delitem(sys.modules, "integrations_app", raising=False)
+        mod = importlib.import_module("integrations_app")
+        closing(mod.app.client)
+        return mod
+
+    return load
 
 
 def test_http_app_enqueues_reads_and_waits_for_results(
-        server: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    mod = load_app(monkeypatch, server, TOKEN)
+        server: str, load_app: Callable[[str, str | None], ModuleType]) -> None:
+    mod = load_app(server, TOKEN)
     assert mod.app.client.__class__ is headgate.HttpClient  # no store was opened
     ref = mod.add.enqueue(2, 3)
     assert ref.result(timeout=30) == 5
@@ -58,8 +83,9 @@ def test_http_app_enqueues_reads_and_waits_for_results(
     assert a.id != b.id
 
 
-def test_http_app_async_producer(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    mod = load_app(monkeypatch, server, TOKEN)
+def test_http_app_async_producer(
+        server: str, load_app: Callable[[str, str | None], ModuleType]) -> None:
+    mod = load_app(server, TOKEN)
 
     async def produce() -> int:
         ref = await mod.add.enqueue_async(20, 22)
@@ -69,10 +95,11 @@ def test_http_app_async_producer(server: str, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_testing_an_http_app_stays_in_the_test_process(
-        server: str, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        server: str, store_url: str, load_app: Callable[[str, str | None], ModuleType]
+) -> None:
     """app.testing() on an http(s):// app runs on its throw-away store: no job reaches
     the real server (they did: enqueue went over HTTP and t.jobs() was empty)."""
-    mod = load_app(monkeypatch, server, TOKEN)
+    mod = load_app(server, TOKEN)
     with mod.app.testing() as t:
         ref = mod.add.enqueue(2, 3)
         later = asyncio.run(mod.add.enqueue_async(4, 5))
@@ -88,8 +115,9 @@ def test_testing_an_http_app_stays_in_the_test_process(
     assert mod.add.enqueue(1, 1).result(timeout=30) == 2  # the server again
 
 
-def test_http_client_raw_enqueue_and_wait(server: str) -> None:
-    client = headgate.HttpClient(server, token=TOKEN)
+def test_http_client_raw_enqueue_and_wait(
+        server: str, closing: Callable[[headgate.HttpClient], headgate.HttpClient]) -> None:
+    client = closing(headgate.HttpClient(server, token=TOKEN))
     job_id = client.enqueue("integrations_app.add", b'{"args":[4,5],"kwargs":{}}',
                             queue="integration", headers={"traceparent": "x"})
     job = client.wait(job_id, timeout=30)
@@ -99,17 +127,19 @@ def test_http_client_raw_enqueue_and_wait(server: str) -> None:
     assert client.get_job("no-such-job") is None
 
 
-def test_wrong_or_missing_token_is_unauthorized(server: str,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    mod = load_app(monkeypatch, server, "not-the-token")
+def test_wrong_or_missing_token_is_unauthorized(
+        server: str, load_app: Callable[[str, str | None], ModuleType],
+        closing: Callable[[headgate.HttpClient], headgate.HttpClient]) -> None:
+    mod = load_app(server, "not-the-token")
     with pytest.raises(headgate.Unauthorized, match="invalid bearer token"):
         mod.add.enqueue(1, 2)
     with pytest.raises(headgate.Unauthorized, match="missing bearer token"):
-        headgate.HttpClient(server).get_job("x")
+        closing(headgate.HttpClient(server)).get_job("x")
 
 
-def test_api_errors_become_typed_errors(server: str) -> None:
-    client = headgate.HttpClient(server, token=TOKEN)
+def test_api_errors_become_typed_errors(
+        server: str, closing: Callable[[headgate.HttpClient], headgate.HttpClient]) -> None:
+    client = closing(headgate.HttpClient(server, token=TOKEN))
     first = client.enqueue("k", queue="parked", unique_key=b"only-one")
     with pytest.raises(headgate.Duplicate) as dup:
         client.enqueue("k", queue="parked", unique_key=b"only-one")
@@ -147,6 +177,7 @@ def test_503_is_retried_with_the_same_idempotency_key(
         finally:
             released.join()
             lock.close()
+            client.close()  # or serve's stop waits out its idle keep-alive connection
         store = headgate.open_store(store_url)
         try:
             assert [j.id for j in store.list_jobs(headgate.JobFilter(queue="parked")).jobs
