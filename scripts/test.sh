@@ -76,6 +76,7 @@ else
     as_pg() { (cd "$pg_tmp" && "$@"); }
 fi
 pg_data="$pg_tmp/data"
+py_cache=""
 
 cleanup() {
     local rc=$?
@@ -84,6 +85,7 @@ cleanup() {
             log "could not stop PostgreSQL in $pg_data"
     fi
     rm -rf "$pg_tmp"
+    [ -z "$py_cache" ] || rm -rf "$py_cache"
     exit "$rc"
 }
 trap cleanup EXIT
@@ -120,6 +122,13 @@ export HG_TEST_PG_BIN="$pg_bin" HG_TEST_PG_DATA="$pg_data" HG_TEST_PG_OSUSER="$p
 if [ -x /usr/bin/chromium ]; then
     export HG_TEST_CHROMIUM=/usr/bin/chromium
 fi
+# Bytecode for this run, in a directory of its own: the suite starts hundreds of Python
+# processes (servers, workers, CLI calls), and with PYTHONDONTWRITEBYTECODE set (as some
+# environments do) each compiled the checkout's modules again, a third of a second of
+# CPU each. Nothing is written into the checkout; the directory goes with the run.
+py_cache="$(mktemp -d "${ram_dir:-${TMPDIR:-/tmp}}/headgate-pycache.XXXXXX")"
+export PYTHONPYCACHEPREFIX="$py_cache"
+unset PYTHONDONTWRITEBYTECODE
 
 # --- checks --------------------------------------------------------------------------
 # Run every step even if one fails, so one run shows every problem.
