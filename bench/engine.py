@@ -4,7 +4,8 @@ Prints one JSON line per (metric, variant): the median and min–max jobs/s over
 runs, each on a fresh database (a new SQLite file, or a new PostgreSQL database).
 
 Metrics:
-  single_enqueue   Client.enqueue, one job per call (one transaction each)
+  single_enqueue   Client.enqueue, one job per call (one transaction each); with
+                   --loops L, L threads share the jobs (a web app's request threads)
   batch_enqueue    Client.enqueue_many, 1000 jobs per call
   admit_ack        N jobs waiting; admit(capacity=100) then ack SUCCESS each (one
                    transaction per ack), until done
@@ -120,9 +121,27 @@ def install_policies(store: Store) -> None:
 def single_enqueue(store: Store, n: int, policies: bool) -> float:
     client = Client(store)
     envs = envelopes(n, policies)
+    errors: list[BaseException] = []
+
+    def produce(part: list[Envelope]) -> None:
+        try:
+            for env in part:
+                client.enqueue_many([env])
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            errors.append(exc)
+
     start = time.perf_counter()
-    for env in envs:
-        client.enqueue_many([env])
+    if LOOPS == 1:
+        produce(envs)
+    else:
+        threads = [threading.Thread(target=produce, args=(envs[i::LOOPS],))
+                   for i in range(LOOPS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
     return n / (time.perf_counter() - start)
 
 
@@ -271,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=PARTITIONS,
                         help=f"partitions of the policies variant (default {PARTITIONS})")
     parser.add_argument("--loops", type=int, default=1,
-                        help="concurrent ack_and_admit loops (default 1)")
+                        help="ack_and_admit loops, or single_enqueue threads (default 1)")
     parser.add_argument("--queues", type=int, default=1,
                         help="queues the jobs are spread over; --loops a multiple of it")
     parser.add_argument("--profile", choices=sorted(METRICS),
@@ -282,9 +301,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.loops % args.queues:
         parser.error("--loops must be a multiple of --queues (each queue needs its loops)")
     if args.loops > 1 or args.queues > 1:
-        if args.profile or any(m != "ack_and_admit" for m in args.metric or []):
-            parser.error("--loops and --queues apply to the ack_and_admit metric only")
-        args.metric = ["ack_and_admit"]
+        threaded = {"ack_and_admit", "single_enqueue"}
+        if args.profile or any(m not in threaded for m in args.metric or []):
+            parser.error("--loops and --queues apply to the ack_and_admit and "
+                         "single_enqueue metrics only")
+        args.metric = args.metric or ["ack_and_admit"]
     CAPACITY, PARTITIONS, LOOPS = args.capacity, args.partitions, args.loops
     QUEUES = [QUEUE] if args.queues == 1 else [f"{QUEUE}-{i}" for i in range(args.queues)]
     fresh = check_backend(args.store)

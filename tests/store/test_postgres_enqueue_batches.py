@@ -1,9 +1,12 @@
-"""PostgreSQL: concurrent `POST /api/v1/jobs` requests of one process go to the server
-as one call (`KeyedBatcher`, `headgate_enqueue_keyed_many_v1`), each still decided and
-answered on its own; a batch whose call fails is sent again one request at a time.
+"""PostgreSQL: what threads of one process enqueue at the same moment goes to the server
+as one call. `POST /api/v1/jobs` requests (`KeyedBatcher`,
+`headgate_enqueue_keyed_many_v1`) are each still decided and answered on their own, and
+a batch whose call fails is sent again one request at a time. Single jobs
+(`EnqueueBatcher`) share a call when none has a unique key; a refused batch goes again
+job by job.
 
-The batches are made for certain, not by timing: the first request waits inside its
-call for a queue lock another connection holds, so the others queue behind it."""
+The batches are made for certain, not by timing: the first call waits for a queue lock
+another connection holds, so the others queue behind it."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import pytest
 from psycopg.pq import Trace
 from support import pg_available
 
-from headgate import Backpressure, Envelope, Store, open_store
+from headgate import Backpressure, Envelope, IdConflict, Store, open_store
 from headgate.adapters.postgres import keyed
 from headgate.adapters.postgres.connection import translate
 from headgate.adapters.shared import idempotency
@@ -82,9 +85,9 @@ def _waiting_on_advisory(watcher: psycopg.Connection, but: int, n: int = 1) -> N
         time.sleep(0.01)
 
 
-def _queued(store: Store, n: int) -> None:
+def _queued(store: Store, n: int, batcher: str = "_keyed") -> None:
     deadline = time.monotonic() + 10
-    while len(store._keyed._waiting) < n:  # type: ignore[attr-defined]
+    while len(getattr(store, batcher)._waiting) < n:
         assert time.monotonic() < deadline, "the requests never queued"
         time.sleep(0.005)
 
@@ -114,9 +117,10 @@ def test_a_batch_answers_each_request_on_its_own(store: Store, pg_url: str) -> N
     assert stored == [("a",), ("b",)]  # a refusal stores no answer
 
 
-def _syncs(store: Store, call: Callable[[], Any]) -> int:
-    """Run `call` with libpq tracing the pool's only connection; the Syncs it sent
-    (one per statement: extended protocol)."""
+def _statements(store: Store, call: Callable[[], Any]) -> int:
+    """Run `call` with libpq tracing the pool's only connection; the statements it ran
+    (a Bind each: extended protocol; a statement prepared on its fifth run adds a Parse
+    and a Sync, no Bind)."""
     with tempfile.TemporaryFile("w+") as trace:
         with store.db.pool.connection() as raw:  # type: ignore[attr-defined]
             raw.pgconn.trace(trace.fileno())
@@ -127,7 +131,7 @@ def _syncs(store: Store, call: Callable[[], Any]) -> int:
             with store.db.pool.connection() as raw:  # type: ignore[attr-defined]
                 raw.pgconn.untrace()
         trace.seek(0)
-        return sum(1 for line in trace if line.startswith("F\t") and "\tSync" in line)
+        return sum(1 for line in trace if line.startswith("F\t") and "\tBind" in line)
 
 
 def test_requests_that_queue_behind_a_call_share_the_next(store: Store, pg_url: str) -> None:
@@ -145,7 +149,7 @@ def test_requests_that_queue_behind_a_call_share_the_next(store: Store, pg_url: 
             holder.commit]))
 
     try:
-        sent = _syncs(store, run)
+        sent = _statements(store, run)
     finally:
         holder.close()
         watcher.close()
@@ -202,3 +206,44 @@ def _deadlocks(conn: psycopg.Connection) -> int:
     conn.execute("SELECT pg_stat_clear_snapshot()")
     return int(conn.execute("SELECT deadlocks FROM pg_stat_database "
                             "WHERE datname = current_database()").fetchone()[0])
+
+
+def test_single_jobs_enqueued_meanwhile_share_the_next_call(store: Store,
+                                                           pg_url: str) -> None:
+    """The first job waits for its queue's lock; of the three behind it, the two without
+    a unique key share one call, the keyed one goes alone; and one whose id is taken
+    makes its batch go again job by job, the others enqueued."""
+    taken = store.enqueue_many([Envelope(kind="k", payload=b"x", queue="q2")])[0]
+    envs = [Envelope(kind="k", payload=b"1", queue="q1"),
+            Envelope(kind="k", payload=b"2", queue="q1"),
+            Envelope(kind="k", payload=b"3", queue="q2"),
+            Envelope(kind="k", payload=b"4", queue="q1", unique_key=b"u")]
+    clash = [Envelope(kind="k", payload=b"5", queue="q2"),
+             Envelope(kind="k", payload=b"6", queue="q2", id=taken)]
+    out: list[Any] = []
+    holder = psycopg.connect(pg_url)
+    watcher = psycopg.connect(pg_url, autocommit=True)
+
+    def run(batch: list[Envelope], behind: int) -> None:
+        holder.execute(LOCK_QUEUE, ("q1",))
+        blocker = [lambda: store.enqueue_many([Envelope(kind="k", payload=b"0", queue="q1")])]
+        calls = blocker + [lambda e=e: store.enqueue_many([e]) for e in batch]
+        out.extend(run_threads_until(calls, [
+            lambda: _waiting_on_advisory(watcher, holder.info.backend_pid),
+            lambda: _queued(store, behind, "_single"),
+            holder.commit]))
+
+    try:
+        sent = _statements(store, lambda: run(envs, 4))
+        run(clash, 2)
+    finally:
+        holder.close()
+        watcher.close()
+    # The blocker alone, then the three plain jobs as one call, then the keyed job.
+    assert sent == 3
+    assert all(isinstance(r, list) and len(r) == 1 for r in out[:5]), out
+    assert isinstance(out[7], IdConflict), out
+    assert isinstance(out[6], list)
+    ids = [r[0] for r in out if isinstance(r, list)]
+    assert len(set(ids)) == len(ids) == 7
+    assert all(store.get_job(i) is not None for i in ids)

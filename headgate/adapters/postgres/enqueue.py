@@ -8,14 +8,20 @@ Run in Python over the network, that policy cost about ten round trips (the cloc
 BEGIN, each lock and check, each insert, COMMIT), and a producer's call waits for every
 one of them. Here a standalone enqueue is one autocommit statement, and one statement
 inside a caller's transaction (an HTTP request's, with its idempotency record).
+
+Single jobs that threads of one process enqueue at the same moment go as one batch
+(`EnqueueBatcher`): every enqueue holds its queue's lock, and its NOTIFY PostgreSQL's
+database-wide commit lock, across its commit's WAL flush, so one at a time they wait
+for each other's flush.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import psycopg
 
+from headgate.adapters.shared.combiner import Combiner
 from headgate.adapters.shared.enqueue_rows import EnqueueResult, effective_unique_key
 from headgate.adapters.shared.queries import fill, load
 from headgate.adapters.shared.rows import headers_text, tags_text
@@ -27,6 +33,8 @@ from headgate.core import (
     InvalidInput,
     Quarantined,
 )
+
+from .connection import PgDatabase
 
 Q = load(__name__)
 RESULT = Q["result"]
@@ -125,3 +133,45 @@ def result(envs: Sequence[Envelope], row: tuple | None) -> EnqueueResult:
         return EnqueueResult(ids=[holder], inserted=0, queues=set(), duplicate=duplicate)
     return EnqueueResult(ids=[e.id for e in envs], inserted=int(inserted),  # type: ignore[misc]
                          queues=set(queues or ()))
+
+
+# What a batch's call raises having written nothing, for one of its envelopes' sake.
+# Anything else (the store unreachable, a commit whose answer was lost) is every
+# envelope's answer: sent again, one that did commit would be refused as its own
+# id's conflict.
+REFUSALS = (Backpressure, IdConflict, InvalidInput, Quarantined)
+
+
+class EnqueueBatcher(Combiner[Envelope, EnqueueResult]):
+    """`run(env)`: one validated envelope enqueued in autocommit, as `call` does, but
+    sharing the call and its commit with the envelopes other threads are enqueueing
+    (the module says why). Only envelopes without a unique key share one: a batch
+    passes the checks as a whole, so when it succeeds each of its jobs would have alone,
+    in turn. A refused batch is sent again one envelope at a time, so each gets its
+    own answer."""
+
+    def __init__(self, db: PgDatabase, origin: Callable[[], str | None]) -> None:
+        super().__init__()
+        self.db = db
+        self.origin = origin
+
+    def _serve(self) -> None:
+        batch = self._take()
+        shared = [slot for slot in batch if plain(slot.request)]
+        if len(shared) > 1 and len({slot.request.id for slot in shared}) == len(shared):
+            try:
+                with self.db.autocommit() as conn:
+                    call(conn.raw, [slot.request for slot in shared], self.origin())
+            except REFUSALS:
+                pass  # the batch wrote nothing: each envelope's own call says why
+            else:
+                for slot in shared:
+                    slot.result = inserted_plainly(slot.request)
+        for slot in batch:
+            if slot.result is not None:
+                continue
+            try:
+                with self.db.autocommit() as conn:
+                    slot.result = call(conn.raw, [slot.request], self.origin())
+            except Exception as exc:  # noqa: BLE001 - the enqueueing thread raises it
+                slot.error = exc
