@@ -80,7 +80,7 @@ def _waiting_on_advisory(watcher: psycopg.Connection, but: int, n: int = 1) -> N
     deadline = time.monotonic() + 10
     while watcher.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory' "
-            "AND pid <> %s", (but,)).fetchone()[0] < n:
+            "AND pid <> %s AND datname = current_database()", (but,)).fetchone()[0] < n:
         assert time.monotonic() < deadline, "no backend waited for the lock"
         time.sleep(0.01)
 

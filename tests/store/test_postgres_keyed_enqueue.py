@@ -89,7 +89,8 @@ def test_the_record_is_read_after_the_keys_lock(store: Store, pg_url: str) -> No
         thread.start()
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not watcher.execute(
-                "SELECT 1 FROM pg_stat_activity WHERE wait_event = 'advisory' AND pid <> %s",
+                "SELECT 1 FROM pg_stat_activity WHERE wait_event = 'advisory' AND pid <> %s "
+                "AND datname = current_database()",
                 (holder.info.backend_pid,)).fetchone():
             time.sleep(0.01)
         now = int(time.time() * 1000)

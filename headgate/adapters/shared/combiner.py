@@ -32,7 +32,9 @@ class Slot(Generic[R, T]):
 
     def __init__(self, request: R) -> None:
         self.request = request
-        self.wake = threading.Event()
+        # Only a thread that waits gets one: a caller that finds nobody leading (every
+        # call of a single-threaded producer) serves itself without making an Event.
+        self.wake: threading.Event | None = None
         self.result: T | None = None
         self.error: BaseException | None = None
         self.lead = False
@@ -55,8 +57,10 @@ class Combiner(ABC, Generic[R, T]):
             self._waiting.append(slot)
             lead = not self._leading
             self._leading = True
+            if not lead:
+                wake = slot.wake = threading.Event()
         if not lead:
-            slot.wake.wait()
+            wake.wait()
             lead = slot.lead  # handed the lead: the next batch, ours in it, is ours to run
         if lead:
             self._lead()
@@ -94,7 +98,9 @@ class Combiner(ABC, Generic[R, T]):
                 heir = self._waiting[0] if self._waiting else None
                 self._leading = heir is not None
             for slot in batch:
-                slot.wake.set()
+                if slot.wake is not None:
+                    slot.wake.set()
             if heir is not None:
                 heir.lead = True
+                assert heir.wake is not None  # it queued behind a leader
                 heir.wake.set()
