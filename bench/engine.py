@@ -118,6 +118,18 @@ def install_policies(store: Store) -> None:
                                        on_saturated="queue")
 
 
+def _in_loops(work: Callable[[int], None]) -> None:
+    """work(i) for each of the --loops loops: inline for one, else each on a thread."""
+    if LOOPS == 1:
+        work(0)
+        return
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(LOOPS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def single_enqueue(store: Store, n: int, policies: bool) -> float:
     client = Client(store)
     envs = envelopes(n, policies)
@@ -131,15 +143,7 @@ def single_enqueue(store: Store, n: int, policies: bool) -> float:
             errors.append(exc)
 
     start = time.perf_counter()
-    if LOOPS == 1:
-        produce(envs)
-    else:
-        threads = [threading.Thread(target=produce, args=(envs[i::LOOPS],))
-                   for i in range(LOOPS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    _in_loops(lambda i: produce(envs[i::LOOPS]))
     if errors:
         raise errors[0]
     return n / (time.perf_counter() - start)
@@ -226,14 +230,7 @@ def ack_and_admit(store: Store, n: int, policies: bool) -> float:
             errors.append(exc)
 
     start = time.perf_counter()
-    if LOOPS == 1:
-        loop(0)
-    else:
-        threads = [threading.Thread(target=loop, args=(i,)) for i in range(LOOPS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    _in_loops(loop)
     if errors:
         raise errors[0]
     if sum(done) != n:

@@ -121,6 +121,27 @@ def fresh_pg_database(request: Any) -> Iterator[str]:
     yield from pg_database(template)
 
 
+def pg_statements_sent(store: Any, call: Callable[[], Any]) -> int:
+    """Run `call` with libpq tracing the pool's only connection (a store opened with
+    pool_max=1); the statements it ran: a Bind each (extended protocol), where a
+    statement prepared on its fifth run adds a Parse and a Sync but no Bind."""
+    import tempfile
+
+    from psycopg.pq import Trace
+
+    with tempfile.TemporaryFile("w+") as trace:
+        with store.db.pool.connection() as raw:
+            raw.pgconn.trace(trace.fileno())
+            raw.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            call()
+        finally:
+            with store.db.pool.connection() as raw:
+                raw.pgconn.untrace()
+        trace.seek(0)
+        return sum(1 for line in trace if line.startswith("F\t") and "\tBind" in line)
+
+
 def hold_snapshot(conn: Any) -> None:
     """Open a REPEATABLE READ transaction on `conn` and take its snapshot: vacuum keeps
     every row version written after it until `conn` ends the transaction."""

@@ -10,7 +10,6 @@ another connection holds, so the others queue behind it."""
 
 from __future__ import annotations
 
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,8 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.pq import Trace
-from support import pg_available
+from support import pg_available, pg_statements_sent
 
 from headgate import Backpressure, Envelope, IdConflict, Store, open_store
 from headgate.adapters.postgres import keyed
@@ -117,23 +115,6 @@ def test_a_batch_answers_each_request_on_its_own(store: Store, pg_url: str) -> N
     assert stored == [("a",), ("b",)]  # a refusal stores no answer
 
 
-def _statements(store: Store, call: Callable[[], Any]) -> int:
-    """Run `call` with libpq tracing the pool's only connection; the statements it ran
-    (a Bind each: extended protocol; a statement prepared on its fifth run adds a Parse
-    and a Sync, no Bind)."""
-    with tempfile.TemporaryFile("w+") as trace:
-        with store.db.pool.connection() as raw:  # type: ignore[attr-defined]
-            raw.pgconn.trace(trace.fileno())
-            raw.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS)
-        try:
-            call()
-        finally:
-            with store.db.pool.connection() as raw:  # type: ignore[attr-defined]
-                raw.pgconn.untrace()
-        trace.seek(0)
-        return sum(1 for line in trace if line.startswith("F\t") and "\tBind" in line)
-
-
 def test_requests_that_queue_behind_a_call_share_the_next(store: Store, pg_url: str) -> None:
     keys = ["first", "k1", "k2", "k3"]
     out: list[Any] = []
@@ -149,7 +130,7 @@ def test_requests_that_queue_behind_a_call_share_the_next(store: Store, pg_url: 
             holder.commit]))
 
     try:
-        sent = _statements(store, run)
+        sent = pg_statements_sent(store, run)
     finally:
         holder.close()
         watcher.close()
@@ -234,7 +215,7 @@ def test_single_jobs_enqueued_meanwhile_share_the_next_call(store: Store,
             holder.commit]))
 
     try:
-        sent = _statements(store, lambda: run(envs, 4))
+        sent = pg_statements_sent(store, lambda: run(envs, 4))
         run(clash, 2)
     finally:
         holder.close()

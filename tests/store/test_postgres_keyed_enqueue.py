@@ -1,20 +1,18 @@
 """PostgreSQL: `POST /api/v1/jobs`'s store call (`enqueue_keyed`) is one statement,
 `headgate_enqueue_keyed_v1`, and its record read comes after the key's lock.
 
-The statement count is read off libpq's own trace of the store's one pooled connection:
-each statement the client sends ends in a Sync message (extended protocol)."""
+The statement count is read off libpq's own trace of the store's one pooled connection
+(support.pg_statements_sent)."""
 
 from __future__ import annotations
 
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 
 import psycopg
 import pytest
-from psycopg.pq import Trace
-from support import pg_available
+from support import pg_available, pg_statements_sent
 
 from headgate import Backpressure, Envelope, Store, open_store
 from headgate.adapters.postgres.connection import translate
@@ -40,22 +38,6 @@ def _env(key: str) -> Envelope:
     return Envelope(kind="k", payload=b"p", queue="q", unique_key=key.encode())
 
 
-def _statements_sent(store: Store, call) -> int:
-    """Run `call` with libpq tracing the pool's only connection; the Syncs it sent."""
-    with tempfile.TemporaryFile("w+") as trace:
-        with store.db.pool.connection() as raw:  # type: ignore[attr-defined]
-            raw.pgconn.trace(trace.fileno())
-            raw.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS)
-        try:
-            call()
-        finally:
-            with store.db.pool.connection() as raw:  # type: ignore[attr-defined]
-                raw.pgconn.untrace()
-        trace.seek(0)
-        lines = trace.read().splitlines()
-    return sum(1 for line in lines if line.startswith("F\t") and "\tSync" in line)
-
-
 def test_a_new_key_and_its_replay_are_one_statement_each(store: Store) -> None:
     store.enqueue_keyed("warm:key", "h", _env("warm:key"), ANSWER)  # prepares the call
     out: dict = {}
@@ -66,8 +48,8 @@ def test_a_new_key_and_its_replay_are_one_statement_each(store: Store) -> None:
     def replay() -> None:
         out["replay"] = store.enqueue_keyed("t:key", "h", _env("t:key"), ANSWER)
 
-    assert _statements_sent(store, first) == 1
-    assert _statements_sent(store, replay) == 1
+    assert pg_statements_sent(store, first) == 1
+    assert pg_statements_sent(store, replay) == 1
     assert out["first"].record is None and len(out["first"].ids) == 1
     record = out["replay"].record
     assert record is not None
