@@ -9,6 +9,7 @@ connection to the same file, as another process would).
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -73,6 +74,7 @@ def start_server(db: str, seeded: Seeded, log: Path, **env: str) -> Server:
         [sys.executable, "-m", "headgate.cli", "serve", "--addr", f"127.0.0.1:{port}",
          "--store", f"sqlite:///{db}", "--threads", "24"],
         stdout=log.open("wb"), stderr=subprocess.STDOUT, env=environ,
+        start_new_session=True,  # its own process group, for kill_server
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -96,6 +98,15 @@ def stop_server(server: Server) -> None:
     except subprocess.TimeoutExpired:
         server.proc.kill()
         server.proc.wait()
+
+
+def kill_server(server: Server) -> None:
+    """kill -9 of the server's gunicorn master and worker: every connection drops at
+    once, as when a server dies. Stopped with a signal instead, it waits while a page's
+    live socket is open until gunicorn's graceful timeout (10 s) and then kills the
+    worker all the same."""
+    os.killpg(server.proc.pid, signal.SIGKILL)
+    server.proc.wait(timeout=15)
 
 
 @pytest.fixture(scope="session")

@@ -358,7 +358,7 @@ def test_create_a_rate_class_and_a_schedule_through_forms(server: Server, page: 
 def test_a_dropped_socket_shows_a_banner_and_reconnects(
     e2e_db: Any, page: Any, tmp_path: Any, shot: Callable[..., None]
 ) -> None:
-    from .conftest import start_server, stop_server
+    from .conftest import kill_server, start_server, stop_server
 
     db, seeded = e2e_db
     srv = start_server(db, seeded, tmp_path / "a.log")
@@ -366,7 +366,7 @@ def test_a_dropped_socket_shows_a_banner_and_reconnects(
     try:
         page.goto(srv.base + "/workers")
         live(page)
-        stop_server(srv)
+        kill_server(srv)
         expect(page.locator("#live-banner")).to_be_visible(timeout=15_000)
         expect(page.locator("#live-pill")).to_have_text("reconnecting…")
         shot(page, "socket-dropped", full_page=False)
@@ -419,7 +419,9 @@ def test_with_api_tokens_the_console_asks_for_a_sign_in(e2e_db: Any, page: Any,
         row.get_by_role("button", name="Resume").click()
         expect(page.locator("#flash")).to_contain_text("Schedule resumed")
     finally:
-        page.goto("about:blank")
+        # Its sockets closed, or the server's graceful stop waits out the keep-alive
+        # connections (gunicorn's keepalive, 2 s).
+        page.context.close()
         stop_server(srv)
 
 

@@ -440,14 +440,16 @@ def test_sign_in_page_shows_no_sections_and_names_every_token_source(
         expect(page).to_have_url(re.compile(r"/workers$"))
         expect(page.locator(".mainnav a", has_text="Workers")).to_be_visible()
     finally:
-        page.goto("about:blank")
+        # Its sockets closed, or the server's graceful stop waits out the keep-alive
+        # connections (gunicorn's keepalive, 2 s).
+        page.context.close()
         stop_server(srv)
 
 
 def test_a_dropped_socket_logs_what_failed(e2e_db: Any, browser: Any, tmp_path: Any) -> None:
     """While the server is gone, each failed reconnect logs a sentence naming the
     socket, not "[object Event]"."""
-    from .conftest import start_server, stop_server
+    from .conftest import kill_server, start_server, stop_server
 
     db, seeded = e2e_db
     srv = start_server(db, seeded, tmp_path / "w.log")
@@ -458,7 +460,7 @@ def test_a_dropped_socket_logs_what_failed(e2e_db: Any, browser: Any, tmp_path: 
         pg.on("console", lambda m: messages.append(m.text))
         pg.goto(srv.base + "/workers")
         live(pg)
-        stop_server(srv)
+        kill_server(srv)
         expect(pg.locator("#live-pill")).to_have_text("reconnecting…", timeout=15_000)
         pg.wait_for_function("() => true")  # let the console events drain
         deadline = 40
