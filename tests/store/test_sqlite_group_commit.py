@@ -152,3 +152,33 @@ def test_keyed_enqueues_queued_together_keep_their_keys_apart(store: SqliteStore
     assert len(fresh) == 5 and len({r.ids[0] for r in fresh}) == 5
     assert len(replayed) == 1 and replayed[0].record.status == 201
     assert store.counts()["available"] == 5
+
+
+def test_jobs_enqueued_meanwhile_share_one_commit(store: SqliteStore) -> None:
+    """A producer's threads (Client.enqueue) that queued for the writer commit together,
+    and a refused one (its queue full) takes only its own job back."""
+    store.set_enqueue_limit("full", 1)
+    commits: list[int] = []
+    counted = store.db.checkpointer.committed
+
+    def committed(changes: int) -> None:  # every commit's count of changed rows
+        commits.append(changes)
+        counted(changes)
+
+    store.db.checkpointer.committed = committed  # type: ignore[method-assign]
+    envs = [Envelope(kind="k", payload=b"%d" % i, queue="q") for i in range(4)] + [
+        Envelope(kind="k", payload=b"f%d" % i, queue="full") for i in range(2)]
+    results: list[Any] = []
+    with writer_held(store) as release:
+        runner = threading.Thread(target=lambda: results.extend(
+            run_threads([lambda e=e: store.enqueue_many([e]) for e in envs])))
+        runner.start()
+        queued(store.combiner, len(envs))
+        release.set()
+        runner.join(30)
+    assert len([n for n in commits if n]) == 1, commits  # the holder's wrote nothing
+    refused = [r for r in results if isinstance(r, Exception)]
+    assert len(refused) == 1 and isinstance(refused[0], headgate.Backpressure)
+    ids = [r[0] for r in results if isinstance(r, list)]
+    assert len(set(ids)) == 5
+    assert store.counts()["available"] == 5

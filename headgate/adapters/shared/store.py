@@ -104,8 +104,8 @@ class SqlStore(PeriodicMethods, ApiStorageMixin, AuditMethods, Store):
         envs = [e if e.fingerprint and e.id else e.validated() for e in envelopes]
         if not envs:
             return []
-        with self.db.write() as (conn, now):
-            result = self._enqueue(conn, now, envs)
+        # Shares its commit with other threads' enqueues where the engine groups them.
+        result = self.write_combined(lambda conn, now: self._enqueue(conn, now, envs))
         if result.inserted:
             self._publish(result.queues)
         if result.duplicate is not None:
