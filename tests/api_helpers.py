@@ -126,7 +126,9 @@ class Servers:
         store = store if store is not None else headgate.open_store(self.store_url)
         app = create_app(store, config=settings or Settings(), **app_kwargs)
         server = PoolServer("127.0.0.1", free_port(), app, ssl_context=ssl_context)
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+        # serve_forever notices shutdown() between polls: each stop waited half a poll on
+        # average, and every API test stops one.
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01},
                                   daemon=True)
         thread.start()
         self._running.append((server, thread, app, store, own))
