@@ -106,8 +106,10 @@ def pg_template() -> Iterator[str]:
 
 
 # Fixtures that open the test's database with migrations on before its body runs (each
-# of their definitions does). For a test that asks for one, a database copied from the
-# migrated template is the one it would have seen; copying costs less than migrating.
+# of their definitions does, module overrides included: a fixture of one of these names
+# that leaves the database unmigrated needs another name). For a test that asks for one,
+# a database copied from the migrated template is the one it would have seen; copying
+# costs less than migrating.
 MIGRATED_BEFORE_BODY = frozenset({"store", "pg_store", "api"})
 
 
