@@ -18,10 +18,11 @@ for each other's flush.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import psycopg
 
-from headgate.adapters.shared.combiner import Combiner
+from headgate.adapters.shared.combiner import Combiner, Slot
 from headgate.adapters.shared.enqueue_rows import EnqueueResult, effective_unique_key
 from headgate.adapters.shared.queries import fill, load
 from headgate.adapters.shared.rows import headers_text, tags_text
@@ -35,6 +36,9 @@ from headgate.core import (
 )
 
 from .connection import PgDatabase
+
+R = TypeVar("R")
+T = TypeVar("T")
 
 Q = load(__name__)
 RESULT = Q["result"]
@@ -167,11 +171,17 @@ class EnqueueBatcher(Combiner[Envelope, EnqueueResult]):
             else:
                 for slot in shared:
                     slot.result = inserted_plainly(slot.request)
-        for slot in batch:
-            if slot.result is not None:
-                continue
-            try:
-                with self.db.autocommit() as conn:
-                    slot.result = call(conn.raw, [slot.request], self.origin())
-            except Exception as exc:  # noqa: BLE001 - the enqueueing thread raises it
-                slot.error = exc
+        serve_alone(self.db, [s for s in batch if s.result is None],
+                    lambda raw, env: call(raw, [env], self.origin()))
+
+
+def serve_alone(db: PgDatabase, slots: Sequence[Slot[R, T]],
+                call_one: Callable[[psycopg.Connection, R], T]) -> None:
+    """Each slot's request in an autocommit call of its own: what a batch that could not
+    share one falls back to. An error is that request's answer."""
+    for slot in slots:
+        try:
+            with db.autocommit() as conn:
+                slot.result = call_one(conn.raw, slot.request)
+        except Exception as exc:  # noqa: BLE001 - the request's own thread raises it
+            slot.error = exc

@@ -32,7 +32,7 @@ from headgate.core.records import IdempotencyRecord
 from headgate.store.port import Answer
 
 from .connection import PgDatabase
-from .enqueue import ONE_ARGS, _row, result
+from .enqueue import ONE_ARGS, _row, result, serve_alone
 
 Q = load(__name__)
 ENQUEUE_KEYED = fill(Q["enqueue_keyed"], one_args=ONE_ARGS)
@@ -109,12 +109,7 @@ class KeyedBatcher(Combiner[KeyedRequest, tuple]):
                 for slot, row in zip(batch, rows, strict=True):
                     slot.result = row
                 return
-        for slot in batch:
-            try:
-                with self.db.autocommit() as conn:
-                    slot.result = _call_one(conn.raw, slot.request)
-            except Exception as exc:  # noqa: BLE001 - the request's thread raises it
-                slot.error = exc
+        serve_alone(self.db, batch, _call_one)
 
 
 def store_replay(db: PgDatabase, scope_key: str, request_hash: str, ttl_ms: int,
