@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import logging
 import queue
+import selectors
+import socket
 import threading
 import uuid
 from collections.abc import Callable
+from typing import ClassVar
 
 import psycopg
 
@@ -46,44 +49,121 @@ def decode(payload: str) -> tuple[str, frozenset[str]]:
     return origin, frozenset(q for q in body.split("\x1f") if q)
 
 
-class Listener:
-    def __init__(self, url: str, hub: ActivityHub, origin: str) -> None:
+# The longest a LISTEN thread sleeps before it looks at its stop flag again: a safety
+# net only, since close() wakes it. Longer than CLOSE_JOIN_S, so that a thread found
+# gone after close() shows the wake-up worked.
+IDLE_WAIT_S = 5.0
+# How long close() waits for a LISTEN thread (one stuck connecting is a daemon anyway).
+CLOSE_JOIN_S = 2.0
+# Reconnection backoff: doubles from the first to the last.
+BACKOFF_FIRST_S = 0.1
+BACKOFF_LAST_S = 5.0
+# Notifications handled between two looks at the stop flag.
+NOTIFIES_PER_READ = 256
+
+
+class _ListenThread:
+    """A LISTEN connection on a thread of its own, reconnecting with backoff.
+
+    The thread sleeps in select() on the connection's socket and on a wake-up socket
+    rather than polling: close() then returns at once instead of after a poll interval,
+    and an idle process does not wake ten times a second for nothing. Subclasses say
+    what to LISTEN to and what a (re)connection and a payload mean; they set their own
+    fields before calling this __init__, which starts the thread."""
+
+    listen_sql: ClassVar[str]
+    label: ClassVar[str]  # names the connection in log messages
+
+    def __init__(self, url: str, thread_name: str) -> None:
         self.url = url
-        self.hub = hub
-        self.origin = origin
         self._stop = threading.Event()
         self.connected = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="headgate-listen", daemon=True)
+        # Written once by close(); closed by the thread as it ends, under the lock, so a
+        # late close() never writes to a descriptor number reused by someone else.
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_w.setblocking(False)
+        self._wake_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
         self._thread.start()
 
+    def _on_connect(self) -> None:
+        """Called on the thread once LISTEN is in place, on every (re)connection."""
+
+    def _on_payload(self, payload: str) -> None:
+        """Called on the thread for each notification heard."""
+
     def _run(self) -> None:
-        backoff = 0.1
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
-                    conn.execute(LISTEN)
-                    # Anything may have happened while we were not listening: said
-                    # before `connected`, so a caller that waited for it hears every
-                    # commit after as news of its own.
-                    self.hub.publish(())
-                    self.connected.set()
-                    backoff = 0.1
-                    while not self._stop.is_set():
-                        for note in conn.notifies(timeout=0.1, stop_after=256):
-                            origin, queues = decode(note.payload)
-                            if origin != self.origin:
-                                self.hub.publish(queues)
-            except psycopg.Error as exc:
-                self.connected.clear()
-                if self._stop.is_set():
-                    return
-                log.warning("listen connection lost (%s); retrying in %.1fs", exc, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
+        backoff = BACKOFF_FIRST_S
+        try:
+            while not self._stop.is_set():
+                try:
+                    with (psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn,
+                          selectors.DefaultSelector() as sel):
+                        conn.execute(self.listen_sql)
+                        self._on_connect()
+                        backoff = BACKOFF_FIRST_S
+                        sel.register(conn.fileno(), selectors.EVENT_READ, True)
+                        sel.register(self._wake_r, selectors.EVENT_READ, False)
+                        # A notification that came in with LISTEN's reply was read off
+                        # the socket then and waits in psycopg's backlog, where no
+                        # select() would see it.
+                        self._read(conn)
+                        while not self._stop.is_set():
+                            ready = sel.select(IDLE_WAIT_S)
+                            if any(key.data for key, _ in ready) and not self._stop.is_set():
+                                self._read(conn)
+                except psycopg.Error as exc:
+                    self.connected.clear()
+                    if self._stop.is_set():
+                        return
+                    log.warning("%s connection lost (%s); retrying in %.1fs",
+                                self.label, exc, backoff)
+                    self._stop.wait(backoff)
+                    backoff = min(backoff * 2, BACKOFF_LAST_S)
+        finally:
+            with self._wake_lock:
+                self._wake_r.close()
+                self._wake_w.close()
+
+    def _read(self, conn: psycopg.Connection) -> None:
+        # timeout=0: what is in the backlog or on the socket now, without waiting; a
+        # lost connection raises here (its socket reads as ready).
+        for note in conn.notifies(timeout=0, stop_after=NOTIFIES_PER_READ):
+            self._on_payload(note.payload)
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=2)
+        with self._wake_lock:
+            if self._wake_w.fileno() != -1:
+                try:
+                    self._wake_w.send(b"\0")
+                except OSError:  # its buffer is full: woken already
+                    pass
+        self._thread.join(timeout=CLOSE_JOIN_S)
+
+
+class Listener(_ListenThread):
+    """Feeds the hub what other stores (in this process or any other) announce."""
+
+    listen_sql = LISTEN
+    label = "listen"
+
+    def __init__(self, url: str, hub: ActivityHub, origin: str) -> None:
+        self.hub = hub
+        self.origin = origin
+        super().__init__(url, "headgate-listen")
+
+    def _on_connect(self) -> None:
+        # Anything may have happened while we were not listening: said before
+        # `connected`, so a caller that waited for it hears every commit after as news
+        # of its own.
+        self.hub.publish(())
+        self.connected.set()
+
+    def _on_payload(self, payload: str) -> None:
+        origin, queues = decode(payload)
+        if origin != self.origin:
+            self.hub.publish(queues)
 
 
 class Notifier:
@@ -143,21 +223,19 @@ class Notifier:
 FINISHED_CONNECT_S = 5.0
 
 
-class FinishedListener:
+class FinishedListener(_ListenThread):
     """One LISTEN connection per store for ``headgate_finished`` (sent by the triggers
     of headgate/db/postgres/functions/finished_notify.sql), fanned out to the callbacks
     watching each job id. Started by the first watch; on every (re)connection all
     watchers are called, since a finish may have been missed while not listening."""
 
+    listen_sql = LISTEN_FINISHED
+    label = "finished-job listen"
+
     def __init__(self, url: str) -> None:
-        self.url = url
         self._watchers: dict[str, set[Callable[[], None]]] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self.connected = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="headgate-finished",
-                                        daemon=True)
-        self._thread.start()
+        super().__init__(url, "headgate-finished")
 
     def watch(self, job_id: str, callback: Callable[[], None]) -> Callable[[], None] | None:
         if not self.connected.wait(FINISHED_CONNECT_S):
@@ -187,27 +265,9 @@ class FinishedListener:
             except Exception:  # noqa: BLE001 - one waiter's bug must not stop the rest
                 log.exception("finished-job callback failed")
 
-    def _run(self) -> None:
-        backoff = 0.1
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
-                    conn.execute(LISTEN_FINISHED)
-                    self.connected.set()
-                    backoff = 0.1
-                    self._call(None)
-                    while not self._stop.is_set():
-                        for note in conn.notifies(timeout=0.1, stop_after=256):
-                            self._call(note.payload)
-            except psycopg.Error as exc:
-                self.connected.clear()
-                if self._stop.is_set():
-                    return
-                log.warning("finished-job listen connection lost (%s); retrying in %.1fs",
-                            exc, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
+    def _on_connect(self) -> None:
+        self.connected.set()
+        self._call(None)
 
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
+    def _on_payload(self, payload: str) -> None:
+        self._call(payload)
