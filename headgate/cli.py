@@ -220,11 +220,12 @@ def _served_app(settings: Settings, *, background: bool) -> ServedApp:
     duties fire periodic jobs through it)."""
     from headgate.api.context import api_state
     from headgate.services.server import ServedApp
-    from headgate.web import create_app, get_store
+    from headgate.web import begin_stopping, create_app, get_store
 
     app = create_app(config=settings, background=background)
     store = get_store(app)
-    return ServedApp(app, store, api_state(app).producer(store))
+    return ServedApp(app, store, api_state(app).producer(store),
+                     stopping=lambda: begin_stopping(app))
 
 
 def _serve(config: ServerConfig) -> NoReturn:

@@ -47,7 +47,8 @@ from .metrics import METRICS_KEY, Metrics, ops_bp
 # A 1 MiB payload is ~1.4 MB of base64; the rest of an envelope fits in the margin.
 MAX_CONTENT_LENGTH = 2 * 1024 * 1024 + 256 * 1024
 
-__all__ = ["ApiHooks", "MAX_CONTENT_LENGTH", "bp", "init_app", "on_store_ready", "shutdown"]
+__all__ = ["ApiHooks", "MAX_CONTENT_LENGTH", "bp", "init_app", "on_stopping", "on_store_ready",
+           "shutdown"]
 
 
 def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None, *,
@@ -95,6 +96,14 @@ def on_store_ready(app: flask.Flask, store: Store) -> None:
     if state.runner is None and app.extensions.get("headgate.api.background", True):
         state.runner = OperationsRunner(store)
         state.runner.start()
+
+
+def on_stopping(app: flask.Flask) -> None:
+    """The server is stopping: end the open event streams (clients reconnect with their
+    Last-Event-ID to the next server)."""
+    state = app.extensions.get(API_KEY)
+    if state is not None and state.broadcaster is not None:
+        state.broadcaster.stop()
 
 
 def shutdown(app: flask.Flask) -> None:

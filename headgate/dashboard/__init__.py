@@ -16,7 +16,7 @@ import os
 
 import flask
 
-from . import live  # noqa: F401 - registers the /live socket on the views' blueprint
+from . import live  # registers the /live socket on the views' blueprint
 from .auth import ConsoleSessionAuth, configure_secret
 from .views import bp
 
@@ -38,4 +38,10 @@ def init_app(app: flask.Flask, url_prefix: str | None = None) -> None:
     app.extensions[_INSTALLED] = {"url_prefix": prefix}
 
 
-__all__ = ["bp", "init_app"]
+def on_stopping(app: flask.Flask) -> None:
+    """The server is stopping: close the open pages' live sockets (they reconnect to
+    the next server)."""
+    live.close_sockets(app)
+
+
+__all__ = ["bp", "init_app", "on_stopping"]

@@ -23,6 +23,7 @@ Why this shape:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue as queue_mod
@@ -50,6 +51,7 @@ FRAME_INTERVAL_S = 0.25
 TICK_INTERVAL_S = 2.0
 MAX_TOPICS_PER_SOCKET = 200
 MAX_JOB_TOPICS = 500  # union over all sockets, per frame
+GOING_AWAY = 1001  # WebSocket close code: the server is going down
 _TOPIC_RE = re.compile(r"^(totals|counts|queues|queue|workers|running|cluster|rate_classes|"
                        r"quarantine|periodic|partitions|job|sheet|op|throughput)"
                        r":?(.{0,300})$", re.S)
@@ -90,6 +92,7 @@ class Subscriber:
         self._pending: dict[str, Any] = {}
         self.inbox: queue_mod.SimpleQueue[str | None] = queue_mod.SimpleQueue()
         self.closed = False
+        self.going_away = False  # closed by the hub because the server is stopping
 
     def offer(self, frame: dict[str, Any]) -> None:
         mine = {t: v for t, v in frame.items() if t in self.topics}
@@ -120,11 +123,15 @@ class LiveHub:
         self._probe: Callable[[], object] | None = (
             store.change_token if store.capabilities().change_token else None)
         self._last_version: object = None
+        self._stopping = False
         self.frames = 0  # for tests and diagnostics
 
     # -- subscribers ----------------------------------------------------------------
     def attach(self, sub: Subscriber) -> None:
         with self._lock:
+            if self._stopping:  # a socket opened after the stop began closes at once
+                sub.closed = sub.going_away = True
+                return
             self._subs.add(sub)
             if self._unsubscribe is None:
                 self._unsubscribe = self.store.activity.subscribe(self._on_activity)
@@ -136,6 +143,15 @@ class LiveHub:
     def detach(self, sub: Subscriber) -> None:
         with self._lock:
             self._subs.discard(sub)
+
+    def close_all(self) -> None:
+        """End every socket's handler (and refuse new ones): the server is stopping."""
+        with self._lock:
+            self._stopping = True
+            subs = list(self._subs)
+        for sub in subs:
+            sub.closed = sub.going_away = True
+            sub.event.set()
 
     def _on_activity(self, queues: frozenset[str]) -> None:
         # Called on the committing thread: only flag and wake, never read here.
@@ -274,7 +290,18 @@ def load_topics(store: Any, topics: set[str]) -> dict[str, Any]:
 
 
 _HUB_KEY = "headgate.dashboard.live"
+_STOPPING_KEY = "headgate.dashboard.live.stopping"
 _hub_lock = threading.Lock()
+
+
+def close_sockets(app: flask.Flask) -> None:
+    """Close the app's live sockets with "going away" (1001), which the page answers by
+    reconnecting, and refuse new ones."""
+    with _hub_lock:
+        app.extensions[_STOPPING_KEY] = True
+        hub = app.extensions.get(_HUB_KEY)
+    if hub is not None:
+        hub.close_all()
 
 
 def hub_for(app: flask.Flask) -> LiveHub:
@@ -283,6 +310,8 @@ def hub_for(app: flask.Flask) -> LiveHub:
         if hub is None:
             hub = LiveHub(get_store(app))
             app.extensions[_HUB_KEY] = hub
+            if app.extensions.get(_STOPPING_KEY):
+                hub.close_all()
         return hub
 
 
@@ -381,5 +410,9 @@ def live(ws: Any) -> None:
                     chunks.append(html)
             for message in group_messages(chunks):
                 ws.send(message)
+        if sub.going_away and ws.connected:
+            # A client that closed meanwhile raises ConnectionClosed, which flask-sock takes.
+            with contextlib.suppress(OSError):
+                ws.close(GOING_AWAY, "server stopping")
     finally:
         hub.detach(sub)

@@ -5,7 +5,9 @@ the fleet's duties (under duty leases) and, with ``--workers N --app``, a worker
 them. Everything that holds a connection is built in the gunicorn worker after the
 fork, and stopped from its ``worker_exit`` hook: the worker drains first (its jobs may
 need the duties), then the duties step down from their leases so another server takes
-over on its next tick rather than after the lease TTL.
+over on its next tick rather than after the lease TTL. Before that, on the stop signal
+itself, the app's endless responses (live sockets, event streams) are told to end:
+gunicorn's graceful wait would otherwise last its whole timeout for any open console.
 
 This module sits below the web layer, so it does not build the app itself: the caller
 passes an ``AppFactory`` (the CLI's builds ``headgate.web.create_app`` and hands back
@@ -17,6 +19,8 @@ gunicorn configuration serve uses.
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -48,6 +52,8 @@ class ServedApp:
     wsgi: Callable[..., Any]
     store: Store
     producer: Client
+    # Called (once, on a thread of its own) when the server receives its stop signal.
+    stopping: Callable[[], None] | None = None
 
 
 class AppFactory(Protocol):
@@ -123,12 +129,40 @@ def gunicorn_options(config: ServerConfig) -> dict[str, Any]:
     }
 
 
+# The signals gunicorn's worker stops on: TERM gracefully, INT and QUIT at once.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
+
+
+def _on_stop_signals(callback: Callable[[], None]) -> None:
+    """Run ``callback`` on a thread of its own when the first stop signal arrives, then
+    let gunicorn's own handler act. gunicorn has no hook between the signal and its
+    graceful wait, so its handlers (installed by then) are chained."""
+    fired = threading.Event()
+
+    def chain(previous: Any) -> Callable[[int, Any], None]:
+        def handler(signum: int, frame: Any) -> None:
+            if not fired.is_set():
+                fired.set()  # a handler must not block: the callback may wait on threads
+                threading.Thread(target=callback, name="headgate-stopping",
+                                 daemon=True).start()
+            if callable(previous):
+                previous(signum, frame)
+        return handler
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, chain(signal.getsignal(signum)))
+    signal.siginterrupt(signal.SIGTERM, False)  # as gunicorn had it: requests keep going
+
+
 class _Gunicorn(BaseApplication):  # type: ignore[misc]
     def __init__(self, options: Mapping[str, Any], load: Callable[[], Any],
-                 on_exit: Callable[[], None] | None) -> None:
+                 on_exit: Callable[[], None] | None,
+                 on_stopping: Callable[[], None] | None) -> None:
         self._options = dict(options)
         if on_exit is not None:
             self._options["worker_exit"] = lambda _server, _worker: on_exit()
+        if on_stopping is not None:
+            self._options["post_worker_init"] = lambda _worker: _on_stop_signals(on_stopping)
         self._load = load
         super().__init__()
 
@@ -141,12 +175,14 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
 
 
 def run_gunicorn(options: Mapping[str, Any], load: Callable[[], Any],
-                 on_exit: Callable[[], None] | None = None) -> int:
+                 on_exit: Callable[[], None] | None = None,
+                 on_stopping: Callable[[], None] | None = None) -> int:
     """Run gunicorn with ``options`` until it stops; its exit code. ``load`` builds the
     WSGI app in each gunicorn worker (after the fork); ``on_exit`` runs in that worker
-    on its way out."""
+    on its way out; ``on_stopping`` in that worker when its stop signal arrives, before
+    gunicorn's graceful wait."""
     try:
-        _Gunicorn(options, load, on_exit).run()
+        _Gunicorn(options, load, on_exit, on_stopping).run()
     except SystemExit as exc:  # gunicorn ends the arbiter (and each worker) with exit()
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return 0
@@ -167,16 +203,22 @@ class _ServerProcess:
         self._build = build
         self._duties: DutyRunner | None = None
         self._worker: Worker | None = None
+        self._stopping: Callable[[], None] | None = None
 
     def load(self) -> Callable[..., Any]:
         config = self._config
         served = self._build(config.settings, background=not config.duties)
+        self._stopping = served.stopping
         if config.duties:
             self._duties = DutyRunner(served.store, client=served.producer)
             self._duties.start()
         if config.worker is not None:
             self._worker = config.worker.start(config.settings, config.store_source)
         return served.wsgi
+
+    def stopping(self) -> None:
+        if self._stopping is not None:
+            self._stopping()
 
     def stop(self) -> None:
         if self._worker is not None and self._config.worker is not None:
@@ -196,7 +238,8 @@ def run_server(config: ServerConfig, build: AppFactory) -> int:
     log.info("serve store: %s (from %s)", display_store_url(config.settings.store_url()),
              config.store_source)
     process = _ServerProcess(config, build)
-    return run_gunicorn(gunicorn_options(config), process.load, process.stop)
+    return run_gunicorn(gunicorn_options(config), process.load, process.stop,
+                        process.stopping)
 
 
 __all__ = [

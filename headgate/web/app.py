@@ -16,7 +16,14 @@ from headgate import api, dashboard
 from headgate.services.config import Settings
 
 from . import guards, proxies
-from .globals import LOCK_KEY, ON_STORE_READY_KEY, SETTINGS_KEY, STORE_KEY, get_store
+from .globals import (
+    LOCK_KEY,
+    ON_STOPPING_KEY,
+    ON_STORE_READY_KEY,
+    SETTINGS_KEY,
+    STORE_KEY,
+    get_store,
+)
 
 if TYPE_CHECKING:
     from headgate.services.client import Authorizer, CircuitBreaker, InsertHook, Middleware, Plugin
@@ -54,6 +61,7 @@ def create_app(
     app.extensions[SETTINGS_KEY] = settings
     app.extensions[LOCK_KEY] = threading.Lock()
     app.extensions[ON_STORE_READY_KEY] = [api.on_store_ready]
+    app.extensions[ON_STOPPING_KEY] = [api.on_stopping, dashboard.on_stopping]
     if store is not None:
         app.extensions[STORE_KEY] = store
     hooks = api.ApiHooks(

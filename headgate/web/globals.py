@@ -25,6 +25,10 @@ SETTINGS_KEY = "headgate.settings"
 ON_STORE_READY_KEY = "headgate.on_store_ready"
 LOCK_KEY = "headgate.store_lock"
 READY_KEY = "headgate.store_ready"
+# Callables `(app)` run when the server hosting the app begins to stop. Responses that
+# never end by themselves (the console's live sockets, the API's event streams) end
+# there, so the server's graceful wait is spent on requests that finish, not on them.
+ON_STOPPING_KEY = "headgate.on_stopping"
 
 
 def get_store(app: flask.Flask | None = None) -> Any:
@@ -44,3 +48,10 @@ def get_store(app: flask.Flask | None = None) -> Any:
             for hook in app.extensions.get(ON_STORE_READY_KEY, ()):
                 hook(app, store)
     return store
+
+
+def begin_stopping(app: flask.Flask) -> None:
+    """The hosting server is stopping: end the app's long-lived responses. Safe to call
+    more than once, and from any thread (not from a signal handler: a hook may wait)."""
+    for hook in app.extensions.get(ON_STOPPING_KEY, ()):
+        hook(app)

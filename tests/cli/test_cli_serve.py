@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import shutil
 import signal
@@ -46,7 +48,16 @@ def _get(url: str) -> tuple[int, str]:
         return resp.status, resp.read().decode()
 
 
-def test_serve_answers_healthz_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_serve_answers_healthz_and_stops_cleanly_with_a_console_open(
+    tmp_path: Path, stop: signal.Signals,
+) -> None:
+    """A stop signal ends the open console page's live socket ("going away", which the
+    page answers by reconnecting) and the open event stream (a clean end, not a cut),
+    instead of leaving them to gunicorn's graceful timeout and its kill."""
+    from simple_websocket import Client as WsClient
+    from simple_websocket import ConnectionClosed
+
     port = _free_port()
     log_path = tmp_path / "serve.log"
     with log_path.open("wb") as log:
@@ -72,13 +83,29 @@ def test_serve_answers_healthz_and_stops_cleanly_on_sigterm(tmp_path: Path) -> N
             pytest.fail(f"no /healthz within {START_TIMEOUT_S}s:\n{log_path.read_text()}")
         assert (status, body) == (200, "ok")
         assert _get(f"http://127.0.0.1:{port}/api/v1/healthz") == (200, "ok")
+        ws = WsClient.connect(f"ws://127.0.0.1:{port}/live")
+        ws.send(json.dumps({"topics": ["cluster"], "query": ""}))
+        assert ws.receive(timeout=10)  # the socket is served (the topic is sent every tick)
+        events = http.client.HTTPConnection("127.0.0.1", port, timeout=STOP_TIMEOUT_S)
+        events.request("GET", "/api/v1/events")
+        stream = events.getresponse()
+        assert stream.readline() == b": connected\n"
 
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(stop)
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                ws.receive(timeout=STOP_TIMEOUT_S)
+        assert (closed.value.reason, closed.value.message) == (1001, "server stopping")
+        # The stream's chunked body ends properly (a cut raises IncompleteRead).
+        stream.read()
+        events.close()
         try:
             rc = proc.wait(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"serve ignored SIGTERM for {STOP_TIMEOUT_S}s:\n{log_path.read_text()}")
+            pytest.fail(f"serve ignored {stop.name} for {STOP_TIMEOUT_S}s:\n"
+                        f"{log_path.read_text()}")
         assert rc == 0, log_path.read_text()
+        assert "SIGKILL" not in log_path.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -23,7 +23,7 @@ from headgate.dashboard import live, present
 from headgate.dashboard.demo import Seeded, seed
 from headgate.dashboard.query import JobQuery
 from headgate.services.config import Settings
-from headgate.web import create_app
+from headgate.web import begin_stopping, create_app
 
 XSS = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -592,6 +592,38 @@ def test_websocket_pushes_a_count_change_after_an_enqueue(store: Any, db: str) -
         assert 'id="totals"' in got and 'hx-swap-oob="true"' in got
         assert re.search(r'<span class="big">1</span><span class="label">waiting', got)
         ws.close()
+    finally:
+        server.shutdown()
+
+
+def test_stopping_closes_live_sockets_going_away_and_refuses_new_ones(
+    store: Any, db: str,
+) -> None:
+    from simple_websocket import Client as WsClient
+    from simple_websocket import ConnectionClosed
+    from werkzeug.serving import make_server
+
+    app = create_app(store, config=Settings(sqlite_path=db), background=False)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"ws://127.0.0.1:{server.server_port}/live?page=overview"
+    try:
+        ws = WsClient.connect(url)
+        ws.send(json.dumps({"topics": ["totals"], "query": ""}))
+        time.sleep(0.3)
+        headgate.Client(store).enqueue("fresh", b"", queue="live-q")
+        assert 'id="totals"' in (ws.receive(timeout=5) or "")  # the socket is served
+        begin_stopping(app)
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                ws.receive(timeout=5)
+        assert (closed.value.reason, closed.value.message) == (1001, "server stopping")
+        late = WsClient.connect(url)
+        with pytest.raises(ConnectionClosed) as refused:
+            while True:
+                late.receive(timeout=5)
+        assert refused.value.reason == 1001
     finally:
         server.shutdown()
 
