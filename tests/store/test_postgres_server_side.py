@@ -21,9 +21,10 @@ import pytest
 from support import jobs_index_reads, jobs_index_reads_since, pg_available, pg_database, wait_for
 
 import headgate
-from headgate import Envelope, State, open_store
+from headgate import Envelope, Outcome, State, open_store
 from headgate.adapters.sqlite import admission as python_admission
 from headgate.core import AckRequest, Claim
+from headgate.core.adaptive import Adaptive
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
 pytestmark = pytest.mark.skipif(not pg_available(), reason="HG_TEST_PG not set")
@@ -356,6 +357,70 @@ def test_the_early_exit_completes_acked_rows_renewed_while_it_waited(pg_url: str
 def _waits_for_a_lock(conn: psycopg.Connection) -> bool:
     return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
                         "'Lock' AND datname = current_database()").fetchone()[0] > 0
+
+
+def test_a_raise_settles_the_tokens_an_admission_left(pg_url: str) -> None:
+    """An adaptive class's raise that waits for an admission holding the class row
+    settles the tokens that admission left; it never writes back tokens read before it
+    (which would hand the admission's tokens out a second time)."""
+    store: Any = open_store(pg_url)
+    try:
+        store.upsert_rate_class("smtp", 10, 3_600_000, adaptive=Adaptive(1, 100, 0.5, 5))
+        headgate.Client(store).enqueue_many(
+            [Envelope(kind="k", payload=b"1", queue="aq", rate_class="smtp")])
+        (claim,) = store.admit("w", ["aq"], 1)
+        with psycopg.connect(pg_url) as admitting, \
+                psycopg.connect(pg_url, autocommit=True) as keeper:
+            (before,) = admitting.execute(
+                "SELECT tokens FROM rate_classes WHERE name = 'smtp' FOR UPDATE").fetchone()
+            # The admission refilled the bucket at its own clock, after the raise read
+            # the store's clock (here: well after, so the order is certain).
+            refilled = store.now_ms() + 60_000
+            admitting.execute("UPDATE rate_classes SET tokens = tokens - 3, "
+                              "refilled_at_ms = %s WHERE name = 'smtp'", (refilled,))
+            acking = threading.Thread(
+                target=lambda: store.ack_many([AckRequest(claim, "success")]))
+            acking.start()
+            wait_for(lambda: _waits_for_a_lock(keeper), 10, "the raise to wait for the row")
+            admitting.commit()
+            acking.join(30)
+        with psycopg.connect(pg_url) as conn:
+            limit, tokens, at = conn.execute(
+                "SELECT limit_per_window, tokens, refilled_at_ms FROM rate_classes "
+                "WHERE name = 'smtp'").fetchone()
+        assert limit == 15  # raised by its step
+        # An hour's window refills 10 tokens an hour: the three taken stay taken.
+        assert tokens == pytest.approx(before - 3, abs=0.05)
+        # The refill instant does not go back to the raise's clock (that would mint the
+        # tokens of the time between the two a second time).
+        assert at == refilled
+    finally:
+        store.close()
+
+
+def test_a_cut_keeps_the_refill_instant_of_an_admission_it_waited_for(pg_url: str) -> None:
+    store: Any = open_store(pg_url)
+    try:
+        store.upsert_rate_class("smtp", 10, 3_600_000, adaptive=Adaptive(1, 100, 0.5, 5))
+        headgate.Client(store).enqueue_many(
+            [Envelope(kind="k", payload=b"1", queue="aq", rate_class="smtp")])
+        (claim,) = store.admit("w", ["aq"], 1)
+        with psycopg.connect(pg_url) as admitting, \
+                psycopg.connect(pg_url, autocommit=True) as keeper:
+            refilled = store.now_ms() + 60_000
+            admitting.execute("UPDATE rate_classes SET tokens = tokens - 3, "
+                              "refilled_at_ms = %s WHERE name = 'smtp'", (refilled,))
+            acking = threading.Thread(target=lambda: store.ack(claim, Outcome.THROTTLED))
+            acking.start()
+            wait_for(lambda: _waits_for_a_lock(keeper), 10, "the cut to wait for the row")
+            admitting.commit()
+            acking.join(30)
+        with psycopg.connect(pg_url) as conn:
+            limit, at = conn.execute("SELECT limit_per_window, refilled_at_ms FROM "
+                                     "rate_classes WHERE name = 'smtp'").fetchone()
+        assert (limit, at) == (5, refilled)
+    finally:
+        store.close()
 
 
 def test_combined_call_reports_every_kind_of_lost_lease(pg_url: str) -> None:

@@ -215,7 +215,6 @@ class Notifier:
         """Send what is queued (a short-lived process's last wake-up), then stop."""
         self._pending.put(None)
         self._thread.join(timeout=2)
-        self._thread.join(timeout=2)
 
 
 # How long watch_finished waits for the LISTEN to be in place before telling the caller

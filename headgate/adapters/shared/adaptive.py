@@ -1,12 +1,14 @@
 """Adaptive rate classes in the store: the AIMD rules of core/adaptive.py applied to a
 class's row inside the caller's transaction, in the SQL both engines share.
 
-A throttle reads the class row locked (PostgreSQL: FOR UPDATE; SQLite's writes are
-serial), so of two hosts reporting throttles in the same window one cuts the limit and
-the other finds `last_decrease_ms` already in this window and only counts. An increase
-is a compare-and-set on the row's limit and `last_increase_ms`: of two concurrent
-successes one moves it. Both write `limit_per_window` and `burst`, the columns
-admission reads, so admission itself knows nothing of adaptation.
+Both read the class row locked (PostgreSQL: FOR UPDATE; SQLite's writes are serial): of
+two hosts reporting throttles in the same window one cuts the limit and the other finds
+`last_decrease_ms` already in this window and only counts; of two successes one raises
+it; and the bucket's tokens, settled before the limit changes, are the ones admission
+left, never a copy from before an admission that took some. Both write
+`limit_per_window` and `burst`, the columns admission reads, so admission itself knows
+nothing of adaptation. The refill instant they write never goes back: `now` was read
+before the lock was granted, and an admission that held it may have refilled later.
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ def throttled(conn: Connection, now: int, name: str) -> int | None:
     cut = spec.decreased(limit)
     burst = scaled_burst(int(row[11]), int(row[10]), cut)
     tokens = min(_tokens_now(row, now), 0.0)
-    conn.execute(CUT, (cut, burst, tokens, now, now, name))
+    conn.execute(CUT, (cut, burst, tokens, max(now, int(row[5])), now, name))
     record(conn, now, name, cut, window_ms, "decrease", throttles)
     return window_ms
 
@@ -111,7 +113,8 @@ def succeeded(conn: Connection, now: int, names: Iterable[str]) -> None:
     wanted = sorted({n for n in names if n})
     if not wanted:
         return
-    sql = RISING.format(marks=",".join("?" * len(wanted)))
+    sql = RISING.format(marks=",".join("?" * len(wanted)),
+                        for_update=conn.dialect.for_update)  # type: ignore[attr-defined]
     for row in conn.execute(sql, (*wanted, now, now)).fetchall():
         (name, limit, window_ms, burst, paused, tokens, refilled_at, top, step, base_limit,
          base_burst, last_increase) = row
@@ -120,8 +123,9 @@ def succeeded(conn: Connection, now: int, names: Iterable[str]) -> None:
         raised = min(int(top), int(limit) + int(step))
         new_burst = scaled_burst(int(base_burst), int(base_limit), raised)
         settled = _tokens_now((limit, window_ms, burst, paused, tokens, refilled_at), now)
-        cur = conn.execute(RAISE, (raised, new_burst, min(settled, float(new_burst)), now, now,
-                                   name, limit, -1 if last_increase is None else last_increase))
+        cur = conn.execute(RAISE, (raised, new_burst, min(settled, float(new_burst)),
+                                   max(now, int(refilled_at)), now, name, limit,
+                                   -1 if last_increase is None else last_increase))
         if cur.rowcount:
             record(conn, now, name, raised, int(window_ms), "increase")
 
