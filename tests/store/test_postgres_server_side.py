@@ -321,6 +321,34 @@ def test_the_early_exit_takes_a_workers_acks_with_its_claims(pg_url: str) -> Non
         store.close()
 
 
+def test_the_early_exit_reads_the_clock_once_it_holds_the_queue(pg_url: str) -> None:
+    """A claim made after waiting for the queue's lock is dated from when it got the
+    lock, not from before the wait: its lease runs its full length."""
+    store: Any = open_store(pg_url, notify=False)
+    try:
+        _enqueue(store, 1, "dated")
+        with psycopg.connect(pg_url) as locker, \
+                psycopg.connect(pg_url, autocommit=True) as keeper:
+            locker.execute("SELECT pg_advisory_xact_lock("
+                           "hashtextextended('dated', headgate_queue_lock_seed()))")
+            result: list[list[Claim]] = []
+            admitting = threading.Thread(
+                target=lambda: result.append(store.admit("w", ["dated"], 1, 60_000)))
+            admitting.start()
+            wait_for(lambda: _waits_for_a_lock(keeper), 10, "the admit to wait")
+            time.sleep(0.01)  # the wait has lasted: its start is in an earlier millisecond
+            released = store.now_ms()
+            locker.commit()
+            admitting.join(30)
+        [(claim,)] = result
+        assert store._policy_bound == {}  # decided by the early exit
+        job = store.get_job(claim.job.id)
+        assert job.attempted_at_ms >= released
+        assert job.lease_expires_at_ms >= released + 60_000
+    finally:
+        store.close()
+
+
 def test_the_early_exit_completes_acked_rows_renewed_while_it_waited(pg_url: str) -> None:
     """The worker's lease keeper renews the jobs being acked while the ack's statement
     waits for the queue lock (another admit holds it): the statement's snapshot then

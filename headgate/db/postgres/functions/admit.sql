@@ -869,8 +869,11 @@ BEGIN
        AND p_now IS NULL AND p_queues[1] = ALL(p_ack_queues) THEN
         FOR v_out IN
             WITH clock AS MATERIALIZED (
-                SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms,
-                       headgate_lock_queue_v1(p_queues[1]) AS locked
+                -- The store clock once the queue lock is held (the CASE orders the two):
+                -- read before, a turn that waited would date its leases from then.
+                SELECT CASE WHEN headgate_lock_queue_v1(p_queues[1])::text = ''
+                            THEN (extract(epoch from clock_timestamp()) * 1000)::bigint
+                       END AS now_ms
             ), acked AS MATERIALIZED (
                 -- After the queue lock (the one-time filter), rows locked in id order, as
                 -- the policy block's acks; its state checked on the row read (see there).
