@@ -451,6 +451,71 @@ def test_a_cut_keeps_the_refill_instant_of_an_admission_it_waited_for(pg_url: st
         store.close()
 
 
+def _two_classes(store: Any, first: str, second: str) -> tuple[str, str]:
+    """Queue `qa` with a job of class `first` ahead of one of class `second`."""
+    for name in ("a", "b"):
+        store.upsert_rate_class(name, limit=1000, window_ms=1000, burst=1000)
+    ahead = _enqueue(store, 1, "qa", rate_class=first, priority=5)[0]
+    behind = _enqueue(store, 1, "qa", rate_class=second, priority=1)[0]
+    return ahead, behind
+
+
+def _lock_class(conn: psycopg.Connection, name: str) -> None:
+    conn.execute("SELECT 1 FROM rate_classes WHERE name = %s FOR UPDATE", (name,))
+
+
+def test_admission_waits_for_class_rows_in_name_order_only(pg_url: str) -> None:
+    """A class row that sorts below one the turn already holds is taken only if free:
+    held by another admission (which may be waiting for the row this turn holds), its
+    jobs wait for the next turn instead, and no rate verdict is counted for them."""
+    store: Any = open_store(pg_url, notify=False)
+    try:
+        ahead, behind = _two_classes(store, "b", "a")
+        with psycopg.connect(pg_url) as other:
+            _lock_class(other, "a")
+            # Waiting for "a" while holding "b" could deadlock: without the order rule
+            # this admit waits for the lock timeout and fails.
+            assert [c.job.id for c in store.admit("w", ["qa"], 2)] == [ahead]
+            other.commit()
+        assert [c.job.id for c in store.admit("w", ["qa"], 2)] == [behind]
+        rejections = [b.admission_rejections for b in store.history("qa", 0, 60_000)]
+        assert all(r.rate_class == 0 for r in rejections), rejections
+    finally:
+        store.close()
+
+
+def test_a_deadlocked_admission_runs_again(pg_url: str) -> None:
+    """An admission PostgreSQL picks as a deadlock's victim (here against a transaction
+    that takes the classes against the order admissions keep) runs again once the
+    other has gone on: the worker gets its claims, not StoreUnavailable."""
+    store: Any = open_store(pg_url, notify=False)
+    try:
+        _two_classes(store, "a", "b")
+        with psycopg.connect(pg_url) as other, \
+                psycopg.connect(pg_url, autocommit=True) as keeper:
+            _lock_class(other, "b")
+            result: list[Any] = []
+
+            def admit() -> None:
+                try:
+                    result.append(store.admit("w", ["qa"], 2))
+                except Exception as exc:  # noqa: BLE001 - reported below
+                    result.append(exc)
+
+            admitting = threading.Thread(target=admit)
+            admitting.start()
+            wait_for(lambda: _waits_for_a_lock(keeper), 10, "the admit to wait for b")
+            # The admit waited first, so its deadlock check runs first: it is the victim.
+            _lock_class(other, "a")
+            other.commit()
+            admitting.join(30)
+        [claims] = result
+        assert not isinstance(claims, Exception), claims
+        assert len(claims) == 2
+    finally:
+        store.close()
+
+
 def test_combined_call_reports_every_kind_of_lost_lease(pg_url: str) -> None:
     store: Any = open_store(pg_url)
     try:

@@ -39,7 +39,7 @@ from headgate.core.envelope import MAX_PAYLOAD
 from headgate.core.ids import new_lease_id
 
 from .announce import FinishedAnnouncer
-from .connection import PgConnection, PgDatabase, store_time
+from .connection import PgConnection, PgDatabase, again_after_deadlock, store_time
 
 PLAIN_RETRY_S = 1.0
 # How long the set of adaptive rate classes read for plain acks is trusted.
@@ -156,9 +156,12 @@ class ServerAdmission:
         now = time.monotonic()
         try_plain = (len(names) == 1 and quantum is None and capacity > 0
                      and bound.get(names[0], 0.0) <= now)
-        with self.db.autocommit() as conn:
-            lost, claims = admit(conn, worker_id, names, capacity, lease_ms, quantum, acks,
-                                 try_plain=try_plain)
+        def call() -> tuple[list[str], list[Claim]]:
+            with self.db.autocommit() as conn:
+                return admit(conn, worker_id, names, capacity, lease_ms, quantum, acks,
+                             try_plain=try_plain)
+
+        lost, claims = again_after_deadlock(call)
         if try_plain and DECLINED in lost:
             lost.remove(DECLINED)
             if len(bound) >= MAX_POLICY_BOUND:
@@ -189,14 +192,21 @@ class ServerAdmission:
             self._acked(acks)
             return result
         store: Any = self
-        with self.db.transaction() as conn:
-            # The function's lock order: queues, then the counters claims will take.
-            conn.dialect.lock_queues(conn, sorted({a.claim.job.queue for a in acks} | set(queues)))
-            conn.execute(LOCK_COUNTERS, (list(dict.fromkeys(queues)),))
-            # The store time once the locks are held, as the function reads it.
-            now = store_time(conn)
-            lost, wake = store._apply_acks(conn, now, acks)
-            claims = admit(conn, worker_id, queues, capacity, lease_ms, quantum, now=now)[1]
+
+        def call() -> tuple[list[str], Any, list[Claim]]:
+            with self.db.transaction() as conn:
+                # The function's lock order: queues, then the counters claims will take.
+                conn.dialect.lock_queues(
+                    conn, sorted({a.claim.job.queue for a in acks} | set(queues)))
+                conn.execute(LOCK_COUNTERS, (list(dict.fromkeys(queues)),))
+                # The store time once the locks are held, as the function reads it.
+                now = store_time(conn)
+                lost, wake = store._apply_acks(conn, now, acks)
+                claims = admit(conn, worker_id, queues, capacity, lease_ms, quantum,
+                               now=now)[1]
+            return lost, wake, claims
+
+        lost, wake, claims = again_after_deadlock(call)
         store._publish(wake)
         self._acked(acks)
         return lost, claims
@@ -227,8 +237,11 @@ class ServerAdmission:
             self._adaptive_checked = now
         names &= self._adaptive
         if names:
-            with self.db.write() as (conn, store_now):
-                adaptive.succeeded(cast(Any, conn), store_now, names)
+            def call() -> None:
+                with self.db.write() as (conn, store_now):
+                    adaptive.succeeded(cast(Any, conn), store_now, names)
+
+            again_after_deadlock(call)
 
     def _acked(self, acks: Sequence[AckRequest]) -> None:
         """Committed acks are finished (or rescheduled) jobs: live views hear of their

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import psycopg_pool
@@ -27,7 +27,7 @@ from headgate.adapters.migrations import function_files, has_statements, migrati
 from headgate.adapters.migrations import known_versions as migration_versions
 from headgate.adapters.shared.conn import Cursor
 from headgate.adapters.shared.queries import fill, load
-from headgate.core import InvalidInput
+from headgate.core import InvalidInput, StoreUnavailable
 
 from .dialect import POSTGRES
 from .outage import Reachability, connection_lost, first_line, unavailable
@@ -104,6 +104,29 @@ RETRYABLE = (
     psycopg.errors.IntegrityError,
     psycopg_pool.PoolTimeout,
 )
+
+
+T = TypeVar("T")
+
+# How many times a transaction PostgreSQL rolled back to break a deadlock runs in all
+# before its caller hears StoreUnavailable.
+DEADLOCK_ATTEMPTS = 3
+
+
+def again_after_deadlock(call: Callable[[], T]) -> T:
+    """Run ``call``, one whole transaction, again when PostgreSQL chose it as a
+    deadlock's victim: nothing of it happened, and the other transaction has gone on,
+    so running it again is what its caller asked for (a worker's turn would otherwise
+    fail with StoreUnavailable and back off)."""
+    for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+        try:
+            return call()
+        except StoreUnavailable as exc:
+            if attempt == DEADLOCK_ATTEMPTS or not isinstance(
+                    exc.__cause__, psycopg.errors.DeadlockDetected):
+                raise
+            log.info("deadlock victim; running the transaction again (%d)", attempt)
+    raise AssertionError("unreachable")
 
 
 def store_time(conn: PgConnection) -> int:

@@ -392,6 +392,8 @@ DECLARE
     v_ri INTEGER;
     v_rate RECORD;
     v_found BOOLEAN;
+    v_busy BOOLEAN;
+    v_in_order BOOLEAN;
     v_verdict TEXT;
     v_oldest_id TEXT;
 BEGIN
@@ -450,20 +452,45 @@ BEGIN
                 v_ri := array_position(r_name, c.rate_class);
                 IF v_ri IS NULL THEN
                     -- admission.RateBucket.load: refilled by store time; a
-                    -- clock that stepped back mints nothing and is dirty
-                    SELECT limit_per_window, window_ms, burst, paused, tokens,
-                           refilled_at_ms INTO v_rate
-                    FROM rate_classes WHERE name = c.rate_class FOR UPDATE;
-                    v_found := FOUND;
+                    -- clock that stepped back mints nothing and is dirty.
+                    -- A class row is waited for only above every one this turn
+                    -- holds (code point order); one below is taken if free, else
+                    -- its jobs wait for the next turn (busy: tokens -Infinity).
+                    -- Admissions of other queues taking two classes in opposite
+                    -- orders would deadlock otherwise.
+                    v_in_order := true;
+                    FOR v_i IN 1..coalesce(cardinality(r_name), 0) LOOP
+                        IF r_found[v_i]
+                           AND r_name[v_i] COLLATE "C" > c.rate_class COLLATE "C" THEN
+                            v_in_order := false;
+                            EXIT;
+                        END IF;
+                    END LOOP;
+                    IF v_in_order THEN
+                        SELECT limit_per_window, window_ms, burst, paused, tokens,
+                               refilled_at_ms INTO v_rate
+                        FROM rate_classes WHERE name = c.rate_class FOR UPDATE;
+                        v_found := FOUND;
+                        v_busy := false;
+                    ELSE
+                        SELECT limit_per_window, window_ms, burst, paused, tokens,
+                               refilled_at_ms INTO v_rate
+                        FROM rate_classes WHERE name = c.rate_class
+                        FOR UPDATE SKIP LOCKED;
+                        v_found := FOUND;
+                        v_busy := NOT v_found AND EXISTS (
+                            SELECT 1 FROM rate_classes WHERE name = c.rate_class);
+                    END IF;
                     r_name := r_name || c.rate_class;
-                    r_found := r_found || v_found;
+                    r_found := r_found || (v_found OR v_busy);
                     r_paused := r_paused || (v_rate.paused <> 0);
-                    r_tokens := r_tokens || headgate_rate_tokens_v1(
-                        v_rate.tokens, v_rate.refilled_at_ms,
-                        v_rate.limit_per_window, v_rate.window_ms,
-                        v_rate.burst, p_now);
+                    r_tokens := r_tokens || CASE WHEN v_busy THEN '-Infinity'::float8
+                        ELSE headgate_rate_tokens_v1(
+                            v_rate.tokens, v_rate.refilled_at_ms,
+                            v_rate.limit_per_window, v_rate.window_ms,
+                            v_rate.burst, p_now) END;
                     r_dirty := r_dirty || (p_now < v_rate.refilled_at_ms);
-                    r_blocked := r_blocked || false;
+                    r_blocked := r_blocked || v_busy;
                     v_ri := cardinality(r_name);
                 END IF;
                 IF NOT r_found[v_ri] THEN
@@ -471,7 +498,9 @@ BEGIN
                 ELSIF r_blocked[v_ri] OR r_paused[v_ri]
                         OR r_tokens[v_ri] < c.weight THEN
                     r_blocked[v_ri] := true;
-                    rejected_rate := rejected_rate + 1;
+                    IF r_tokens[v_ri] > '-Infinity'::float8 THEN  -- busy: no verdict
+                        rejected_rate := rejected_rate + 1;
+                    END IF;
                     CONTINUE;
                 END IF;
             END IF;
