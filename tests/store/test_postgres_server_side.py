@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -387,35 +387,46 @@ def _waits_for_a_lock(conn: psycopg.Connection) -> bool:
                         "'Lock' AND datname = current_database()").fetchone()[0] > 0
 
 
+def _ack_behind_an_admission(store: Any, pg_url: str,
+                              ack: Callable[[Claim], object]) -> tuple[float, int]:
+    """A job of the adaptive class `smtp` (10 an hour) acked by `ack` while another
+    transaction, standing for an admission, holds the class row: it took 3 tokens and
+    refilled the bucket at its own clock, read after the ack's (here: well after, so the
+    order is certain). Returns the tokens before it and its refill instant."""
+    store.upsert_rate_class("smtp", 10, 3_600_000, adaptive=Adaptive(1, 100, 0.5, 5))
+    headgate.Client(store).enqueue_many(
+        [Envelope(kind="k", payload=b"1", queue="aq", rate_class="smtp")])
+    (claim,) = store.admit("w", ["aq"], 1)
+    with psycopg.connect(pg_url) as admitting, \
+            psycopg.connect(pg_url, autocommit=True) as keeper:
+        (before,) = admitting.execute(
+            "SELECT tokens FROM rate_classes WHERE name = 'smtp' FOR UPDATE").fetchone()
+        refilled = store.now_ms() + 60_000
+        admitting.execute("UPDATE rate_classes SET tokens = tokens - 3, "
+                          "refilled_at_ms = %s WHERE name = 'smtp'", (refilled,))
+        acking = threading.Thread(target=lambda: ack(claim))
+        acking.start()
+        wait_for(lambda: _waits_for_a_lock(keeper), 10, "the ack to wait for the row")
+        admitting.commit()
+        acking.join(30)
+    return before, refilled
+
+
+def _smtp_row(pg_url: str) -> tuple[int, float, int]:
+    with psycopg.connect(pg_url) as conn:
+        return conn.execute("SELECT limit_per_window, tokens, refilled_at_ms "
+                            "FROM rate_classes WHERE name = 'smtp'").fetchone()
+
+
 def test_a_raise_settles_the_tokens_an_admission_left(pg_url: str) -> None:
     """An adaptive class's raise that waits for an admission holding the class row
     settles the tokens that admission left; it never writes back tokens read before it
     (which would hand the admission's tokens out a second time)."""
     store: Any = open_store(pg_url)
     try:
-        store.upsert_rate_class("smtp", 10, 3_600_000, adaptive=Adaptive(1, 100, 0.5, 5))
-        headgate.Client(store).enqueue_many(
-            [Envelope(kind="k", payload=b"1", queue="aq", rate_class="smtp")])
-        (claim,) = store.admit("w", ["aq"], 1)
-        with psycopg.connect(pg_url) as admitting, \
-                psycopg.connect(pg_url, autocommit=True) as keeper:
-            (before,) = admitting.execute(
-                "SELECT tokens FROM rate_classes WHERE name = 'smtp' FOR UPDATE").fetchone()
-            # The admission refilled the bucket at its own clock, after the raise read
-            # the store's clock (here: well after, so the order is certain).
-            refilled = store.now_ms() + 60_000
-            admitting.execute("UPDATE rate_classes SET tokens = tokens - 3, "
-                              "refilled_at_ms = %s WHERE name = 'smtp'", (refilled,))
-            acking = threading.Thread(
-                target=lambda: store.ack_many([AckRequest(claim, "success")]))
-            acking.start()
-            wait_for(lambda: _waits_for_a_lock(keeper), 10, "the raise to wait for the row")
-            admitting.commit()
-            acking.join(30)
-        with psycopg.connect(pg_url) as conn:
-            limit, tokens, at = conn.execute(
-                "SELECT limit_per_window, tokens, refilled_at_ms FROM rate_classes "
-                "WHERE name = 'smtp'").fetchone()
+        before, refilled = _ack_behind_an_admission(
+            store, pg_url, lambda claim: store.ack_many([AckRequest(claim, "success")]))
+        limit, tokens, at = _smtp_row(pg_url)
         assert limit == 15  # raised by its step
         # An hour's window refills 10 tokens an hour: the three taken stay taken.
         assert tokens == pytest.approx(before - 3, abs=0.05)
@@ -429,23 +440,9 @@ def test_a_raise_settles_the_tokens_an_admission_left(pg_url: str) -> None:
 def test_a_cut_keeps_the_refill_instant_of_an_admission_it_waited_for(pg_url: str) -> None:
     store: Any = open_store(pg_url)
     try:
-        store.upsert_rate_class("smtp", 10, 3_600_000, adaptive=Adaptive(1, 100, 0.5, 5))
-        headgate.Client(store).enqueue_many(
-            [Envelope(kind="k", payload=b"1", queue="aq", rate_class="smtp")])
-        (claim,) = store.admit("w", ["aq"], 1)
-        with psycopg.connect(pg_url) as admitting, \
-                psycopg.connect(pg_url, autocommit=True) as keeper:
-            refilled = store.now_ms() + 60_000
-            admitting.execute("UPDATE rate_classes SET tokens = tokens - 3, "
-                              "refilled_at_ms = %s WHERE name = 'smtp'", (refilled,))
-            acking = threading.Thread(target=lambda: store.ack(claim, Outcome.THROTTLED))
-            acking.start()
-            wait_for(lambda: _waits_for_a_lock(keeper), 10, "the cut to wait for the row")
-            admitting.commit()
-            acking.join(30)
-        with psycopg.connect(pg_url) as conn:
-            limit, at = conn.execute("SELECT limit_per_window, refilled_at_ms FROM "
-                                     "rate_classes WHERE name = 'smtp'").fetchone()
+        _, refilled = _ack_behind_an_admission(
+            store, pg_url, lambda claim: store.ack(claim, Outcome.THROTTLED))
+        limit, _, at = _smtp_row(pg_url)
         assert (limit, at) == (5, refilled)
     finally:
         store.close()
