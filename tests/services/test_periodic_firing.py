@@ -64,8 +64,12 @@ def test_fire_enqueues_with_deterministic_id_and_periodic_origin(store: Store) -
     row = store.upsert_schedule(sched(queue="reports", priority=3, partition_key="t1",
                                       max_attempts=4, retention_ms=1000))
     tick = row.next_run_ms
-    assert fire_due_schedules(store) == 0  # not due yet
+    # Not due before its tick, evaluated as of instants the store clock has passed: the
+    # tick is epoch-aligned, so it may come due a millisecond after the upsert.
+    assert tick > row.updated_at_ms
+    assert fire_due_schedules(store, now_ms=row.updated_at_ms) == 0
     wait_until(store, tick)
+    assert fire_due_schedules(store, now_ms=tick - 1) == 0
     assert fire_due_schedules(store, now_ms=tick) == 1
     job = store.get_job(f"periodic:s1:{tick}", include_payload=True)
     assert job is not None
