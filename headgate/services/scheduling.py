@@ -31,7 +31,8 @@ here):
 - `run_once`: the latest due tick is always enqueued, however late: a missed run
   happens once on recovery, never once per missed tick.
 - `backfill`: the most recent `max(backfill_limit, 1)` due ticks are enqueued, oldest
-  first, however late (`backfill_limit` 0 therefore behaves as run_once).
+  first, however late (`backfill_limit` 0 therefore behaves as run_once). When more
+  were due, the newest tick left out gets a `skipped` event (reason `backfill_limit`).
 """
 
 from __future__ import annotations
@@ -198,7 +199,11 @@ def _plan(schedule: Schedule, now: int,
     if policy == "backfill":
         ticks = schedule_spec.ticks_between(
             spec, next_run - 1, now, max(1, schedule.backfill_limit))
-        return [(t, "scheduled" if t == tick else "backfill") for t in ticks], []
+        # Older due ticks than the limit reaches are dropped: the newest of them is
+        # recorded, so the event log shows where the backfill began to leave ticks out.
+        dropped = schedule_spec.ticks_between(spec, next_run - 1, ticks[0] - 1, 1)
+        return ([(t, "scheduled" if t == tick else "backfill") for t in ticks],
+                [(t, None, "skipped", "backfill_limit") for t in dropped])
     if policy == "skip" and now - next_run > grace_ms:
         return [], [(tick, None, "skipped", "missed")]
     return [(tick, "scheduled")], []

@@ -281,6 +281,10 @@ def test_missed_ticks_recovery_per_policy(store: Store, all_jobs) -> None:
     assert [j.periodic_tick_ms for j in fill][1:] == [latest - 400, latest - 200, latest]
     assert [e.reason for e in events(store, "backfill")][:3] == [
         "scheduled", "backfill", "backfill"]
+    # The older due ticks were left out: the newest of them says so.
+    assert [(e.outcome, e.reason, e.tick_ms, e.job_id)
+            for e in events(store, "backfill")][3] == (
+        "skipped", "backfill_limit", latest - 600, None)
 
     for policy in ("skip", "run_once", "backfill"):
         assert store.get_schedule(policy).next_run_ms == latest + 200  # type: ignore[union-attr]
