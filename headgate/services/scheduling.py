@@ -197,11 +197,13 @@ def _plan(schedule: Schedule, now: int,
     tick = latest[0]
     policy = schedule.on_missed
     if policy == "backfill":
-        ticks = schedule_spec.ticks_between(
-            spec, next_run - 1, now, max(1, schedule.backfill_limit))
+        limit = max(1, schedule.backfill_limit)
+        ticks = schedule_spec.ticks_between(spec, next_run - 1, now, limit)
         # Older due ticks than the limit reaches are dropped: the newest of them is
         # recorded, so the event log shows where the backfill began to leave ticks out.
-        dropped = schedule_spec.ticks_between(spec, next_run - 1, ticks[0] - 1, 1)
+        # Fewer ticks than the limit: none was left out, nothing to look for.
+        dropped = (schedule_spec.ticks_between(spec, next_run - 1, ticks[0] - 1, 1)
+                   if len(ticks) == limit else [])
         return ([(t, "scheduled" if t == tick else "backfill") for t in ticks],
                 [(t, None, "skipped", "backfill_limit") for t in dropped])
     if policy == "skip" and now - next_run > grace_ms:
