@@ -251,14 +251,22 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     log_dir = Path(tempfile.mkdtemp(prefix="hg-http-logs-"))
     results: dict[str, list[dict[str, Any]]] = {r: [] for r in rows}
-    for run in range(args.runs):
-        for row in rows:
-            with server(row, args.threads, args.processes, pg_url,
-                        log_dir / f"{row}.log") as (base, _proc, _store):
-                res = run_wrk(wrk, base, args.connections, args.seconds)
-            print(json.dumps({"http_run": run + 1, "row": row, "rps": round(res["rps"], 1),
-                              "non_2xx": res["non_2xx"]}), file=sys.stderr, flush=True)
-            results[row].append(res)
+    try:
+        for run in range(args.runs):
+            for row in rows:
+                with server(row, args.threads, args.processes, pg_url,
+                            log_dir / f"{row}.log") as (base, _proc, _store):
+                    res = run_wrk(wrk, base, args.connections, args.seconds)
+                print(json.dumps({"http_run": run + 1, "row": row, "rps": round(res["rps"], 1),
+                                  "non_2xx": res["non_2xx"]}), file=sys.stderr, flush=True)
+                results[row].append(res)
+    except BaseException:
+        print(f"http bench stopped; server logs kept in {log_dir}", file=sys.stderr)
+        raise
+    # The servers' logs matter only when a request failed; otherwise they are removed.
+    troubled = any(r["non_2xx"] or r["socket_errors"] for runs in results.values() for r in runs)
+    if not troubled:
+        shutil.rmtree(log_dir, ignore_errors=True)
     medians: dict[str, float] = {}
     for row, runs in results.items():
         label = "ceiling[flask]" if row == "ceiling" else f"headgate[{row}]"
@@ -276,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     ratios = {f"headgate[{r}] / ceiling": round(medians[r] / ceiling, 2)
               for r in rows if r != "ceiling" and ceiling}
     print(json.dumps({"bench": "http", "ratios": ratios, "target": 0.7,
-                      "logs": str(log_dir)}), flush=True)
+                      "logs": str(log_dir) if troubled else None}), flush=True)
     return 0
 
 
