@@ -59,7 +59,6 @@ FIELDS = {
             "trigger file defines",
     "ladder": "WHEN lines of ints from core/latency.LATENCY_BOUNDS_MS",
     "inf": "the +Inf bucket's int()",
-    "clock": "postgres/connection.CLOCK, the constant clock expression",
     "one_args": "postgres/enqueue.ONE_ARGS, the constant arguments of one job: "
                 "placeholders only",
     "channel": "notify.CHANNEL or FINISHED_CHANNEL, constant names (LISTEN takes no "

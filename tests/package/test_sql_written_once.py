@@ -52,3 +52,14 @@ def test_no_two_modules_spell_out_the_same_statement() -> None:
                 if len(normal) >= MIN_CHARS:
                     places[normal].add(str(path.relative_to(PACKAGE)))
     assert not _repeated(places)
+
+
+def test_the_postgres_store_clock_is_written_once() -> None:
+    """The clock in milliseconds is headgate_now_ms() everywhere but its own file: two
+    spellings drift (one rounded while SQLite's truncated). The numbered migrations are
+    history and stay as they were written."""
+    clock = re.compile(r"epoch\s+from\s+clock_timestamp\(\)\s*\)", re.IGNORECASE)
+    files = [*(PACKAGE / "db" / "postgres" / "functions").glob("*.sql"),
+             *(PACKAGE / "adapters").rglob("*.sql"), *PACKAGE.rglob("*.py")]
+    found = sorted(str(p.relative_to(PACKAGE)) for p in files if clock.search(p.read_text()))
+    assert found == ["db/postgres/functions/clock.sql"]

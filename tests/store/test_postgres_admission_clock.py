@@ -35,8 +35,7 @@ def admitted_after_the_lock(url: str, admit: Callable[[], list[Claim]]) -> tuple
         thread.start()
         time.sleep(HELD_S)
         assert thread.is_alive(), "the admission did not wait for the queue's lock"
-        released = holder.execute(
-            "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint").fetchone()[0]
+        released = holder.execute("SELECT headgate_now_ms()").fetchone()[0]
         holder.commit()
     thread.join(30)
     assert len(result) == 1 and len(result[0]) == 1, result
@@ -70,3 +69,25 @@ def test_an_admit_with_acks_that_are_not_plain_reads_its_time_after_the_locks(
         pg_url, lambda: pg_store.ack_and_admit(acks, "w", [Q], 1)[1])  # type: ignore[attr-defined]
     assert claim.job.attempted_at_ms is not None
     assert claim.job.attempted_at_ms >= released
+
+
+def test_the_store_clock_truncates_to_the_millisecond_as_sqlite_does(
+        pg_url: str, pg_store: Store) -> None:
+    """Between two exact readings taken around it in one statement, every time: a clock
+    that rounded would be ahead of the later reading about half the time."""
+    exact = "extract(epoch FROM clock_timestamp()) * 1000"
+    with psycopg.connect(pg_url) as conn:
+        for _ in range(40):
+            before, now, after = conn.execute(
+                f"SELECT {exact}, headgate_now_ms(), {exact}").fetchone()
+            assert int(before) <= now <= int(after), (before, now, after)
+    assert pg_store.now_ms() <= int(time.time() * 1000)
+
+
+def test_the_store_clock_costs_what_its_expression_did(pg_url: str,
+                                                       pg_store: Store) -> None:
+    """The planner inlines headgate_now_ms(): the plan calls clock_timestamp() itself."""
+    with psycopg.connect(pg_url) as conn:
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN (VERBOSE, COSTS OFF) SELECT headgate_now_ms()"))
+    assert "clock_timestamp()" in plan and "headgate_now_ms" not in plan, plan

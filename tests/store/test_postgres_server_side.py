@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 from support import jobs_index_reads, jobs_index_reads_since, pg_available, pg_database, wait_for
 
 import headgate
@@ -485,11 +486,18 @@ def test_a_deadlocked_admission_runs_again(pg_url: str) -> None:
     """An admission PostgreSQL picks as a deadlock's victim (here against a transaction
     that takes the classes against the order admissions keep) runs again once the
     other has gone on: the worker gets its claims, not StoreUnavailable."""
+    # Who is the victim is whose deadlock check finds the cycle first: the store's
+    # sessions check 3 s into a wait, `other` only after a minute, so the admit is the
+    # victim however late a loaded machine lets `other` start waiting.
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("ALTER DATABASE {} SET deadlock_timeout = '3s'").format(
+            sql.Identifier(admin.info.dbname)))
     store: Any = open_store(pg_url, notify=False)
     try:
         _two_classes(store, "a", "b")
         with psycopg.connect(pg_url) as other, \
                 psycopg.connect(pg_url, autocommit=True) as keeper:
+            other.execute("SET deadlock_timeout = '60s'")
             _lock_class(other, "b")
             result: list[Any] = []
 
@@ -502,7 +510,6 @@ def test_a_deadlocked_admission_runs_again(pg_url: str) -> None:
             admitting = threading.Thread(target=admit)
             admitting.start()
             wait_for(lambda: _waits_for_a_lock(keeper), 10, "the admit to wait for b")
-            # The admit waited first, so its deadlock check runs first: it is the victim.
             _lock_class(other, "a")
             other.commit()
             admitting.join(30)

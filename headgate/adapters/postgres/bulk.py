@@ -24,13 +24,11 @@ from typing import cast
 import psycopg
 
 from headgate.adapters.shared.enqueue_rows import EnqueueResult, insert_row
-from headgate.adapters.shared.queries import fill, load
+from headgate.adapters.shared.queries import load
 from headgate.core import Envelope
 
-from .connection import CLOCK
-
 Q = load(__name__)
-LOCK_AND_CHECK = fill(Q["lock_and_check"], clock=CLOCK)
+LOCK_AND_CHECK = Q["lock_and_check"]
 COPY_JOBS = Q["copy_jobs"]
 WAKE = Q["wake"]
 

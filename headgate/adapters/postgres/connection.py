@@ -26,7 +26,7 @@ from psycopg.types.array import ListBinaryDumper
 from headgate.adapters.migrations import function_files, has_statements, migrations
 from headgate.adapters.migrations import known_versions as migration_versions
 from headgate.adapters.shared.conn import Cursor
-from headgate.adapters.shared.queries import fill, load
+from headgate.adapters.shared.queries import load
 from headgate.core import InvalidInput, StoreUnavailable
 
 from .dialect import POSTGRES
@@ -43,10 +43,10 @@ CLOCK = Q["clock"]
 TAKE_MIGRATION_LOCK = Q["migration_lock"]
 CREATE_MIGRATION_LEDGER = Q["create_migration_ledger"]
 APPLIED_VERSIONS = Q["applied_versions"]
-RECORD_MIGRATION = fill(Q["record_migration"], clock=CLOCK)
+RECORD_MIGRATION = Q["record_migration"]
 CREATE_FUNCTION_LEDGER = Q["create_function_ledger"]
 APPLIED_FUNCTION_FILES = Q["applied_function_files"]
-RECORD_FUNCTION_FILE = fill(Q["record_function_file"], clock=CLOCK)
+RECORD_FUNCTION_FILE = Q["record_function_file"]
 FUNCTION_LEDGER_EXISTS = Q["function_ledger_exists"]
 MIGRATION_LEDGER_EXISTS = Q["migration_ledger_exists"]
 
@@ -127,6 +127,12 @@ def again_after_deadlock(call: Callable[[], T]) -> T:
                 raise
             log.info("deadlock victim; running the transaction again (%d)", attempt)
     raise AssertionError("unreachable")
+
+
+def process_ms() -> int:
+    """This process's clock: the ledgers' applied_at_ms, written before the store clock's
+    function exists on a new database."""
+    return time.time_ns() // 1_000_000
 
 
 def store_time(conn: PgConnection) -> int:
@@ -267,14 +273,14 @@ class PgDatabase:
                     continue
                 if has_statements(migration.sql):
                     raw.execute(migration.sql.encode())
-                raw.execute(RECORD_MIGRATION, (version, migration.name))
+                raw.execute(RECORD_MIGRATION, (version, migration.name, process_ms()))
             raw.execute(CREATE_FUNCTION_LEDGER)
             applied = dict(raw.execute(APPLIED_FUNCTION_FILES).fetchall())
             for file in function_files("postgres"):
                 if applied.get(file.name) == file.digest:
                     continue
                 raw.execute(file.sql.encode())
-                raw.execute(RECORD_FUNCTION_FILE, (file.name, file.digest))
+                raw.execute(RECORD_FUNCTION_FILE, (file.name, file.digest, process_ms()))
         return self.version()
 
     def stale_functions(self) -> list[str]:

@@ -4,8 +4,7 @@
 -- The queues' locks in the order every enqueue and admission takes them (sorted, "C"),
 -- then whether the batch may skip the function: the function's own gate
 -- (headgate_enqueue_gate_v1, db/postgres/functions/checks.sql; the queues distinct).
--- {clock}: connection.CLOCK.
-SELECT ({clock}), gate.plain
+SELECT headgate_now_ms(), gate.plain
 FROM (SELECT count(headgate_lock_queue_v1(u.name))
       FROM unnest(%(queues)s::text[]) AS u(name)) AS locked,
      headgate_enqueue_gate_v1(%(queues)s::text[], %(fingerprints)s::text[]) AS gate

@@ -3,8 +3,9 @@
 -- placeholders), not through PgConnection.
 
 -- name: clock
--- The store clock, ms since the epoch: the database's, so every process agrees.
-SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint
+-- The store clock (db/postgres/functions/clock.sql): the database's, so every process
+-- agrees.
+SELECT headgate_now_ms()
 
 -- name: migration_lock
 -- Processes starting together migrate one at a time (connection.MIGRATION_LOCK).
@@ -18,9 +19,10 @@ CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,
 SELECT version FROM schema_migrations
 
 -- name: record_migration
--- {clock}: the clock above.
+-- applied_at_ms is the migrating process's clock, as on SQLite: the ledgers are written
+-- before the store clock's function exists.
 INSERT INTO schema_migrations (version, name, applied_at_ms)
-VALUES (%s, %s, ({clock}))
+VALUES (%s, %s, %s)
 
 -- name: create_function_ledger
 CREATE TABLE IF NOT EXISTS schema_functions (name TEXT PRIMARY KEY,
@@ -31,7 +33,7 @@ SELECT name, sha256 FROM schema_functions
 
 -- name: record_function_file
 INSERT INTO schema_functions (name, sha256, applied_at_ms)
-VALUES (%s, %s, ({clock})) ON CONFLICT (name) DO UPDATE
+VALUES (%s, %s, %s) ON CONFLICT (name) DO UPDATE
 SET sha256 = excluded.sha256, applied_at_ms = excluded.applied_at_ms
 
 -- name: function_ledger_exists

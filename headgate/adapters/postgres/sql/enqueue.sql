@@ -36,7 +36,7 @@ FROM headgate_enqueue_v3({one_args})
 -- limit committed in between applies from the next enqueue on (the job is then one a
 -- moment earlier would have been too; admission still skips quarantined fingerprints).
 WITH clock AS MATERIALIZED (
-    SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now_ms,
+    SELECT headgate_now_ms() AS now_ms,
            count(headgate_lock_queue_v1(%(queue)s::text)) AS locked
 ), ready AS MATERIALIZED (
     SELECT clock.now_ms FROM clock,

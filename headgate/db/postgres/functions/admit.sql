@@ -901,7 +901,7 @@ BEGIN
                 -- The store clock once the queue lock is held (the CASE orders the two):
                 -- read before, a turn that waited would date its leases from then.
                 SELECT CASE WHEN headgate_lock_queue_v1(p_queues[1])::text = ''
-                            THEN (extract(epoch from clock_timestamp()) * 1000)::bigint
+                            THEN headgate_now_ms()
                        END AS now_ms
             ), acked AS MATERIALIZED (
                 -- After the queue lock (the one-time filter), rows locked in id order, as
@@ -1103,7 +1103,7 @@ BEGIN
         -- The store time once the locks are held, so admissions' times follow their
         -- order: one read before a wait for the lock could precede the admission that
         -- held it, whose rate buckets would then refill from that earlier time twice.
-        v_now := coalesce(p_now, (extract(epoch from clock_timestamp()) * 1000)::bigint);
+        v_now := coalesce(p_now, headgate_now_ms());
 
         -- lifecycle.ack_many for plain successes; the lost acks are returned first
         IF cardinality(p_ack_ids) > 0 THEN

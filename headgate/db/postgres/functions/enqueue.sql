@@ -51,7 +51,7 @@ CREATE OR REPLACE FUNCTION headgate_enqueue_v3(
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
     -- The store clock, as the shared code reads it at the start of its transaction.
-    now_ms BIGINT := (extract(epoch from clock_timestamp()) * 1000)::bigint;
+    now_ms BIGINT := headgate_now_ms();
     n INTEGER := cardinality(p_id);
     keyed BOOLEAN := p_unique_key[1] IS NOT NULL OR cardinality(p_unique_key) > 1;
     existing TEXT[];

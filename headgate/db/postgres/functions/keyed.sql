@@ -39,7 +39,7 @@ BEGIN
     -- The same lock as the shared path's (idempotency.KEY_LOCK, over the key's UTF-8).
     PERFORM pg_advisory_xact_lock(hashtextextended(
         encode(convert_to(p_scope_key, 'UTF8'), 'hex'), headgate_key_lock_seed()));
-    now_ms := (extract(epoch from clock_timestamp()) * 1000)::bigint;
+    now_ms := headgate_now_ms();
 
     SELECT k.request_hash, k.state, k.status, k.headers, k.body, k.created_at_ms,
            k.expires_at_ms

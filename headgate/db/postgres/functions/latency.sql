@@ -37,7 +37,7 @@ END $$;
 -- A retention-0 job is deleted straight from running when it completes.
 CREATE OR REPLACE FUNCTION headgate_latency_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    t bigint := (extract(epoch from clock_timestamp()) * 1000)::bigint;
+    t bigint := headgate_now_ms();
 BEGIN
     INSERT INTO queue_latency (queue, bucket_ms, kind, metric, le_ms, n, sum_ms)
     SELECT queue, t - t % headgate_history_bucket_ms(), kind, 'run',
