@@ -246,7 +246,10 @@ class Admission(StoreBasics, Protocol):
         self, acks: Sequence[AckRequest], worker_id: str, queues: Sequence[str],
         capacity: int, lease_ms: int = 30_000, quantum: int | None = None,
     ) -> tuple[list[str], list[Claim]]:
-        """ack_many, then admit, in one transaction: (lost ids, new claims)."""
+        """ack_many, then admit, in one transaction: (lost ids, new claims). An engine
+        may commit the acks first when one transaction would take row locks out of its
+        order (PostgreSQL, acks that write rate-class rows); then an outage after the
+        acks' commit admits nothing rather than report committed acks as failed."""
 
     @abstractmethod
     def renew(self, claims: Sequence[Claim], lease_ms: int = 30_000) -> list[Claim]:

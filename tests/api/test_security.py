@@ -1050,8 +1050,10 @@ SQL_INTERPOLATIONS: dict[str, str] = {
                            "(job_pages._where, audit.page)",
 }
 # str.format on SQL templates: only these fields, each a dialect constant or placeholders
-# (`in_queues`: "" or " AND queue IN (?, …)"; `waiting`: the dialect's waiting_partition).
-SQL_FORMAT_FIELDS = {"marks", "rows", "for_update", "skip_locked", "in_queues", "waiting"}
+# (`in_queues`: "" or " AND queue IN (?, …)"; `waiting`: the dialect's waiting_partition;
+# `written`: "?, …" or NULL).
+SQL_FORMAT_FIELDS = {"marks", "rows", "for_update", "skip_locked", "in_queues", "waiting",
+                     "written"}
 SQL_TEXT = re.compile(r"\b(SELECT|INSERT INTO|DELETE FROM|WHERE|PRAGMA|LISTEN|VALUES)\b"
                       r"|\bUPDATE \w+ SET\b|\bIN \(|\bAND \b|[=<>] \?|\(\?|, \?")
 

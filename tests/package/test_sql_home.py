@@ -42,6 +42,8 @@ PENDING: dict[str, str] = {}
 # at import, e.g. idempotency's purge_and_lock).
 FIELDS = {
     "marks": "',' / ', ' joins of '?' repeated len(values) times: placeholders only",
+    "written": "',' join of '?' repeated len(values) times, or NULL when there are none "
+               "(lifecycle._lock_classes): placeholders only",
     "rows": "joins of '(?, ?, ?)' or enqueue.ROW_MARKS rows: placeholders only",
     "for_update": "the connection's dialect: '' or ' FOR UPDATE'",
     "skip_locked": "the connection's dialect: '' or ' FOR UPDATE SKIP LOCKED'",

@@ -482,6 +482,110 @@ def test_admission_waits_for_class_rows_in_name_order_only(pg_url: str) -> None:
         store.close()
 
 
+def _store_checks_deadlocks_after(pg_url: str, timeout: str) -> None:
+    """deadlock_timeout of the sessions opened on the test's database from now on."""
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("ALTER DATABASE {} SET deadlock_timeout = {}").format(
+            sql.Identifier(admin.info.dbname), sql.Literal(timeout)))
+
+
+def _meets_an_admission(pg_url: str, call: Callable[[], Any], lower: str,
+                        higher: str) -> Any:
+    """`call()` while another transaction, taking class rows as admission does (name
+    order), holds `lower` and, once the call waits for a lock, takes `higher` too. A
+    call that holds `higher` while it waits for `lower` closes a cycle: `other` checks
+    for one first (100 ms against the store's 10 s) and fails as its victim. Returns
+    what the call returned."""
+    _store_checks_deadlocks_after(pg_url, "10s")
+    result: list[Any] = []
+
+    def run() -> None:
+        try:
+            result.append(call())
+        except Exception as exc:  # noqa: BLE001 - reported below
+            result.append(exc)
+
+    with psycopg.connect(pg_url) as other, \
+            psycopg.connect(pg_url, autocommit=True) as keeper:
+        other.execute("SET deadlock_timeout = '100ms'")
+        _lock_class(other, lower)
+        thread = threading.Thread(target=run)
+        thread.start()
+        wait_for(lambda: _waits_for_a_lock(keeper), 10, "the call to wait for a class row")
+        _lock_class(other, higher)  # DeadlockDetected if the call holds it
+        other.commit()
+        thread.join(30)
+    [value] = result
+    assert not isinstance(value, Exception), value
+    return value
+
+
+def test_a_throttled_ack_does_not_hold_its_class_while_admission_waits(pg_url: str) -> None:
+    """A throttle cuts its class (row b) in the ack's transaction; the admission of the
+    same turn then waits for class a. Taken in one transaction that is b before a, the
+    reverse of every admission's order: the acks commit before the turn admits."""
+    store: Any = open_store(pg_url, notify=False)
+    try:
+        for name in ("a", "b"):
+            store.upsert_rate_class(name, limit=1000, window_ms=1000, burst=1000)
+        _enqueue(store, 1, "qt", rate_class="b")
+        (claim,) = store.admit("w", ["qt"], 1)
+        (waiting,) = _enqueue(store, 1, "qa", rate_class="a")
+        lost, claims = _meets_an_admission(pg_url, lambda: store.ack_and_admit(
+            [AckRequest(claim, Outcome.THROTTLED.value)], "w", ["qa"], 1), "a", "b")
+        assert lost == [] and [c.job.id for c in claims] == [waiting]
+        assert store.get_job(claim.job.id).state is State.SCHEDULED
+    finally:
+        store.close()
+
+
+def test_an_ack_batch_locks_the_classes_it_writes_in_name_order(pg_url: str) -> None:
+    """Two rate-limited acks with a delay drain their classes. Applied in id order, the
+    job of class b (the older) would lock b, then wait for a while holding it."""
+    store: Any = open_store(pg_url, notify=False)
+    try:
+        for name in ("a", "b"):
+            store.upsert_rate_class(name, limit=1000, window_ms=1000, burst=1000)
+        _enqueue(store, 1, "qt", rate_class="b")
+        _enqueue(store, 1, "qt", rate_class="a")
+        claims = sorted(store.admit("w", ["qt"], 2), key=lambda c: c.job.id)
+        assert [c.job.rate_class for c in claims] == ["b", "a"]
+        acks = [AckRequest(c, Outcome.RATE_LIMITED.value, delay_ms=500) for c in claims]
+        assert _meets_an_admission(pg_url, lambda: store.ack_many(acks), "a", "b") == []
+        with psycopg.connect(pg_url) as conn:
+            tokens = dict(conn.execute("SELECT name, tokens FROM rate_classes"))
+        assert tokens["a"] < 0 and tokens["b"] < 0, tokens
+    finally:
+        store.close()
+
+
+def test_an_adaptive_raise_that_fails_leaves_the_committed_acks_acked(pg_url: str) -> None:
+    """The raise runs after the plain successes committed; it cannot have the class row
+    here (held past the statement timeout), and the ack still returns: the worker must
+    not take acks that are in for failed."""
+    store: Any = open_store(pg_url, notify=False, statement_timeout_ms=500)
+    try:
+        store.upsert_rate_class("up", 10, 60_000, adaptive=Adaptive(1, 100, 0.5, 5))
+        _enqueue(store, 2, "qr", rate_class="up")
+        first, second = store.admit("w", ["qr"], 2)
+        with psycopg.connect(pg_url) as holder:
+            _lock_class(holder, "up")
+            assert store.ack_many([AckRequest(first, "success")]) == []
+            lost, _ = store.ack_and_admit([AckRequest(second, "success")], "w", ["qr"], 1)
+            assert lost == []
+            holder.rollback()
+        assert {store.get_job(c.job.id).state for c in (first, second)} == {State.COMPLETED}
+        assert _limit_of(pg_url, "up") == 10  # neither raise happened
+    finally:
+        store.close()
+
+
+def _limit_of(pg_url: str, name: str) -> int:
+    with psycopg.connect(pg_url) as conn:
+        return conn.execute("SELECT limit_per_window FROM rate_classes WHERE name = %s",
+                            (name,)).fetchone()[0]
+
+
 def test_a_deadlocked_admission_runs_again(pg_url: str) -> None:
     """An admission PostgreSQL picks as a deadlock's victim (here against a transaction
     that takes the classes against the order admissions keep) runs again once the
@@ -489,9 +593,7 @@ def test_a_deadlocked_admission_runs_again(pg_url: str) -> None:
     # Who is the victim is whose deadlock check finds the cycle first: the store's
     # sessions check 3 s into a wait, `other` only after a minute, so the admit is the
     # victim however late a loaded machine lets `other` start waiting.
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("ALTER DATABASE {} SET deadlock_timeout = '3s'").format(
-            sql.Identifier(admin.info.dbname)))
+    _store_checks_deadlocks_after(pg_url, "3s")
     store: Any = open_store(pg_url, notify=False)
     try:
         _two_classes(store, "a", "b")

@@ -14,11 +14,15 @@ own checks (headgate_explain_v1, functions/explain.sql), not SQLite's Python.
 Acks the function applies itself are plain successes (no error, no logs, no delay),
 written by the same UPDATE as the claims; any other outcome in a batch sends the whole
 batch through the shared lifecycle first, in the same transaction, and the function then
-only admits. Every call is one statement in autocommit: no BEGIN or COMMIT round trip.
+only admits; a batch that writes rate-class rows (a throttle, a rate-limited ack's drain,
+an adaptive class's raise) commits before the admission instead, so that a transaction
+never takes class rows in two passes of name order. Every call of the function is one
+statement in autocommit: no BEGIN or COMMIT round trip.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,15 +35,17 @@ from headgate.adapters.shared.admission_limits import (
     SCAN_BATCH_EXTRA,
     validate_admit_args,
 )
-from headgate.adapters.shared.lifecycle import plain_success, succeeded_classes
+from headgate.adapters.shared.lifecycle import classes_written, plain_success, succeeded_classes
 from headgate.adapters.shared.queries import fill, load
 from headgate.adapters.shared.rows import row_to_job
-from headgate.core import AckRequest, Claim, Explanation
+from headgate.core import AckRequest, Claim, Explanation, StoreUnavailable
 from headgate.core.envelope import MAX_PAYLOAD
 from headgate.core.ids import new_lease_id
 
 from .announce import FinishedAnnouncer
 from .connection import PgConnection, PgDatabase, again_after_deadlock, store_time
+
+log = logging.getLogger(__name__)
 
 PLAIN_RETRY_S = 1.0
 # How long the set of adaptive rate classes read for plain acks is trusted.
@@ -191,6 +197,13 @@ class ServerAdmission:
             self._raise_adaptive(acks, result[0])
             self._acked(acks)
             return result
+        if classes_written(acks) or succeeded_classes(acks, ()) & self._adaptive_names():
+            # The acks lock class rows in name order, and admission takes its own in name
+            # order again: two orders in one transaction could deadlock against another
+            # admission. The acks commit first, then the turn admits on its own.
+            lost = self.ack_many(acks)
+            return lost, self._admitted_after_acks(worker_id, queues, capacity, lease_ms,
+                                                   quantum)
         store: Any = self
 
         def call() -> tuple[list[str], Any, list[Claim]]:
@@ -223,25 +236,46 @@ class ServerAdmission:
             adaptive.annotate(cast(Any, conn), explanation, job_id)
         return explanation
 
-    def _raise_adaptive(self, acks: Sequence[AckRequest], lost: Sequence[str]) -> None:
-        """The function applied these plain successes; their adaptive classes' increase
-        (adaptive.succeeded) follows in a transaction of its own, only for classes this
-        process has lately seen adaptive: a batch of other classes costs no statement."""
-        names = succeeded_classes(acks, lost)
-        if not names:
-            return
+    def _admitted_after_acks(self, worker_id: str, queues: Sequence[str], capacity: int,
+                             lease_ms: int, quantum: int | None) -> list[Claim]:
+        """The admission half of a turn whose acks already committed. An outage here
+        must not report the acks as failed (a worker would send them again and hear its
+        jobs were lost): the turn admits nothing and the worker's next poll meets it."""
+        try:
+            return self._admit(worker_id, queues, capacity, lease_ms, quantum, NO_ACKS)[1]
+        except StoreUnavailable as exc:
+            log.warning("admission after committed acks failed: %s", exc)
+            return []
+
+    def _adaptive_names(self) -> set[str]:
+        """The adaptive rate classes, read again at most every ADAPTIVE_RECHECK_S."""
         now = time.monotonic()
         if now >= self._adaptive_checked + ADAPTIVE_RECHECK_S:
             with self.db.read() as conn:
                 self._adaptive = adaptive.adaptive_names(cast(Any, conn))
             self._adaptive_checked = now
-        names &= self._adaptive
-        if names:
-            def call() -> None:
-                with self.db.write() as (conn, store_now):
-                    adaptive.succeeded(cast(Any, conn), store_now, names)
+        return self._adaptive
 
-            again_after_deadlock(call)
+    def _raise_adaptive(self, acks: Sequence[AckRequest], lost: Sequence[str]) -> None:
+        """The function applied these plain successes; their adaptive classes' increase
+        (adaptive.succeeded) follows in a transaction of its own, only for classes this
+        process has lately seen adaptive: a batch of other classes costs no statement.
+        The acks are in by then: a failure here is logged, not raised (the ack's caller
+        would take its committed acks for failed), and the next success raises."""
+        names = succeeded_classes(acks, lost)
+        if not names:
+            return
+
+        def call() -> None:
+            with self.db.write() as (conn, store_now):
+                adaptive.succeeded(cast(Any, conn), store_now, names)
+
+        try:
+            names &= self._adaptive_names()
+            if names:
+                again_after_deadlock(call)
+        except StoreUnavailable as exc:
+            log.warning("adaptive raise after committed acks failed: %s", exc)
 
     def _acked(self, acks: Sequence[AckRequest]) -> None:
         """Committed acks are finished (or rescheduled) jobs: live views hear of their

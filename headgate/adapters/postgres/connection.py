@@ -10,6 +10,7 @@ beside this module), one round trip per call.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -111,13 +112,17 @@ T = TypeVar("T")
 # How many times a transaction PostgreSQL rolled back to break a deadlock runs in all
 # before its caller hears StoreUnavailable.
 DEADLOCK_ATTEMPTS = 3
+# Before a deadlock victim's next attempt: time for the other side to take the rows.
+DEADLOCK_PAUSE_S = 0.02
 
 
 def again_after_deadlock(call: Callable[[], T]) -> T:
     """Run ``call``, one whole transaction, again when PostgreSQL chose it as a
     deadlock's victim: nothing of it happened, and the other transaction has gone on,
     so running it again is what its caller asked for (a worker's turn would otherwise
-    fail with StoreUnavailable and back off)."""
+    fail with StoreUnavailable and back off). It waits a moment first: a row lock freed
+    by the rollback is not queued for the transaction that waited on it, and an
+    immediate retry could take it back and close the same cycle again."""
     for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
         try:
             return call()
@@ -126,6 +131,7 @@ def again_after_deadlock(call: Callable[[], T]) -> T:
                     exc.__cause__, psycopg.errors.DeadlockDetected):
                 raise
             log.info("deadlock victim; running the transaction again (%d)", attempt)
+            time.sleep(DEADLOCK_PAUSE_S * attempt * (1 + random.random()))
     raise AssertionError("unreachable")
 
 

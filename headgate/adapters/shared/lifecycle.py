@@ -48,9 +48,35 @@ EVICT = Q["evict"]
 UPSERT_QUARANTINE = Q["upsert_quarantine"]
 SELECT_RATE_LIMIT = Q["select_rate_limit"]
 DRAIN_RATE_CLASS = Q["drain_rate_class"]
+LOCK_ACK_CLASSES = Q["lock_ack_classes"]
 
 MAX_PROGRESS_MESSAGE = 512
 FAILED_OUTCOMES = {Outcome.RETRY, Outcome.SKIP, Outcome.UNDECODABLE}
+
+
+def classes_written(acks: Sequence[AckRequest]) -> set[str]:
+    """The rate classes whose row an ack of the batch writes whatever the class is: a
+    throttle's cut and a rate-limited ack's drain. (A success writes its class only if
+    the class is adaptive.)"""
+    return {a.claim.job.rate_class for a in acks if a.claim.job.rate_class and (
+        a.outcome == Outcome.THROTTLED.value
+        or (a.outcome == Outcome.RATE_LIMITED.value and a.delay_ms))}
+
+
+def _lock_classes(conn: Connection, acks: Sequence[AckRequest],
+                  outcomes: Sequence[Outcome]) -> None:
+    """Lock, in name order, every class row the batch may write before writing any:
+    the order admission takes class rows in. Written ack by ack, two batches (or a batch
+    and an admission) could meet two classes in opposite orders and deadlock."""
+    written = classes_written(acks)
+    raised = {a.claim.job.rate_class for a, o in zip(acks, outcomes, strict=True)
+              if a.claim.job.rate_class and o is Outcome.SUCCESS}
+    if not written and not raised:
+        return
+    sql = LOCK_ACK_CLASSES.format(  # type: ignore[attr-defined]
+        marks=",".join("?" * len(written | raised)), written=",".join("?" * len(written))
+        or "NULL", for_update=conn.dialect.for_update)  # type: ignore[attr-defined]
+    conn.execute(sql, (*sorted(written | raised), *sorted(written))).fetchall()
 
 
 def _locked_job(conn: Connection, job_id: str) -> tuple | None:
@@ -101,6 +127,8 @@ def ack_many(
         return ack_plain_successes(conn, now, acks, history), set()
     ordered = sorted(acks, key=lambda a: a.claim.job.id)
     outcomes = [_checked_outcome(a.outcome, a.delay_ms, a.result) for a in ordered]
+    if not conn.dialect.serial_writes:
+        _lock_classes(conn, ordered, outcomes)
     rows = _locked_jobs(conn, sorted({a.claim.job.id for a in ordered}))
     lost: list[str] = []
     wake: set[str] = set()
