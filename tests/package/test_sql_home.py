@@ -42,6 +42,7 @@ PENDING: dict[str, str] = {}
 # at import, e.g. idempotency's purge_and_lock).
 FIELDS = {
     "marks": "',' / ', ' joins of '?' repeated len(values) times: placeholders only",
+    "name_order": "the connection's dialect: binary_order('name'), the column by code point",
     "written": "',' join of '?' repeated len(values) times, or NULL when there are none "
                "(lifecycle._lock_classes): placeholders only",
     "rows": "joins of '(?, ?, ?)' or enqueue.ROW_MARKS rows: placeholders only",

@@ -10,16 +10,25 @@ effects of plain successes applied inside the combined call.
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
-from support import jobs_index_reads, jobs_index_reads_since, pg_available, pg_database, wait_for
+from support import (
+    jobs_index_reads,
+    jobs_index_reads_since,
+    pg_available,
+    pg_database,
+    wait_for,
+    with_database,
+)
 
 import headgate
 from headgate import Envelope, Outcome, State, open_store
@@ -555,6 +564,56 @@ def test_an_ack_batch_locks_the_classes_it_writes_in_name_order(pg_url: str) -> 
         with psycopg.connect(pg_url) as conn:
             tokens = dict(conn.execute("SELECT name, tokens FROM rate_classes"))
         assert tokens["a"] < 0 and tokens["b"] < 0, tokens
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def natural_order_url() -> Iterator[str]:
+    """A database whose default collation is a language's (ICU "en": "a" before "B"),
+    where ORDER BY a text column is not code point order."""
+    admin = os.environ["HG_TEST_PG"]
+    name = f"hg_icu_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0 LOCALE_PROVIDER icu "
+                             "ICU_LOCALE 'en' LOCALE 'C.UTF-8'").format(sql.Identifier(name)))
+    try:
+        yield with_database(admin, name)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def test_class_rows_are_locked_by_code_point_whatever_the_collation(
+        natural_order_url: str) -> None:
+    """Admission takes class rows by code point ("B" before "a"); an ack batch sorted by
+    the database's collation would take "a" first, then wait for "B" while holding it."""
+    store: Any = open_store(natural_order_url, notify=False)
+    try:
+        for name in ("a", "B"):
+            store.upsert_rate_class(name, limit=1000, window_ms=1000, burst=1000)
+        _enqueue(store, 1, "qt", rate_class="a")
+        _enqueue(store, 1, "qt", rate_class="B")
+        acks = [AckRequest(c, Outcome.RATE_LIMITED.value, delay_ms=500)
+                for c in store.admit("w", ["qt"], 2)]
+        assert _meets_an_admission(natural_order_url, lambda: store.ack_many(acks),
+                                   "B", "a") == []
+    finally:
+        store.close()
+
+
+def test_an_adaptive_raise_locks_its_classes_by_code_point(natural_order_url: str) -> None:
+    """Plain successes of two adaptive classes: the raise after them takes "B" first."""
+    store: Any = open_store(natural_order_url, notify=False)
+    try:
+        for name in ("a", "B"):
+            store.upsert_rate_class(name, 10, 60_000, adaptive=Adaptive(1, 100, 0.5, 5))
+        _enqueue(store, 1, "qt", rate_class="a")
+        _enqueue(store, 1, "qt", rate_class="B")
+        acks = [AckRequest(c, "success") for c in store.admit("w", ["qt"], 2)]
+        assert _meets_an_admission(natural_order_url, lambda: store.ack_many(acks),
+                                   "B", "a") == []
+        assert _limit_of(natural_order_url, "a") == _limit_of(natural_order_url, "B") == 15
     finally:
         store.close()
 

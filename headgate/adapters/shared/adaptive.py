@@ -114,6 +114,7 @@ def succeeded(conn: Connection, now: int, names: Iterable[str]) -> None:
     if not wanted:
         return
     sql = RISING.format(marks=",".join("?" * len(wanted)),
+                        name_order=conn.dialect.binary_order("name"),  # type: ignore[attr-defined]
                         for_update=conn.dialect.for_update)  # type: ignore[attr-defined]
     for row in conn.execute(sql, (*wanted, now, now)).fetchall():
         (name, limit, window_ms, burst, paused, tokens, refilled_at, top, step, base_limit,

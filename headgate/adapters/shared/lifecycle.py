@@ -75,7 +75,8 @@ def _lock_classes(conn: Connection, acks: Sequence[AckRequest],
         return
     sql = LOCK_ACK_CLASSES.format(  # type: ignore[attr-defined]
         marks=",".join("?" * len(written | raised)), written=",".join("?" * len(written))
-        or "NULL", for_update=conn.dialect.for_update)  # type: ignore[attr-defined]
+        or "NULL", name_order=conn.dialect.binary_order("name"),  # type: ignore[attr-defined]
+        for_update=conn.dialect.for_update)  # type: ignore[attr-defined]
     conn.execute(sql, (*sorted(written | raised), *sorted(written))).fetchall()
 
 

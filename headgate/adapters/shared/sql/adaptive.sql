@@ -7,7 +7,8 @@ SELECT {columns} FROM rate_classes WHERE name = ?{for_update}
 -- name: rising
 -- The classes among `names` that may rise now: adaptive, below their max, and neither
 -- raised nor cut within their window. Locked (the dialect's FOR UPDATE) in name order, so
--- the tokens a raise settles are the ones an admission left, not a copy from before it.
+-- the tokens a raise settles are the ones an admission left, not a copy from before it;
+-- {name_order}: the name by code point, the order admission takes class rows in.
 SELECT name, limit_per_window, window_ms, burst, paused, tokens, refilled_at_ms, adaptive_max,
        adaptive_step, base_limit, base_burst, last_increase_ms
 FROM rate_classes
@@ -15,7 +16,7 @@ WHERE name IN ({marks}) AND adaptive_min IS NOT NULL AND adaptive_step > 0
   AND limit_per_window < adaptive_max
   AND coalesce(last_increase_ms, 0) <= ? - window_ms
   AND coalesce(last_decrease_ms, 0) <= ? - window_ms
-ORDER BY name{for_update}
+ORDER BY {name_order}{for_update}
 
 -- name: raise
 -- A compare-and-set on the limit and last_increase_ms: of two concurrent successes one

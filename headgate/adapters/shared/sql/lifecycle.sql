@@ -12,12 +12,13 @@ SELECT id, state, lease_id, fence, attempt, max_attempts, crash_attempt, retenti
 FROM jobs WHERE id IN ({marks}) ORDER BY id{for_update}
 
 -- name: lock_ack_classes
--- The class rows an ack batch may write, locked in name order before it writes any:
--- those in {written} (a throttle's cut, a rate-limited ack's drain) and, of the others
--- (its successes' classes), the adaptive ones a raise may write.
+-- The class rows an ack batch may write, locked in name order ({name_order}: by code
+-- point, as admission takes them) before it writes any: those in {written} (a throttle's
+-- cut, a rate-limited ack's drain) and, of the others (its successes' classes), the
+-- adaptive ones a raise may write.
 SELECT name FROM rate_classes
 WHERE name IN ({marks}) AND (name IN ({written}) OR adaptive_min IS NOT NULL)
-ORDER BY name{for_update}
+ORDER BY {name_order}{for_update}
 
 -- name: delete_jobs
 DELETE FROM jobs WHERE id IN ({marks})
