@@ -548,18 +548,24 @@ def test_a_throttled_ack_does_not_hold_its_class_while_admission_waits(pg_url: s
         store.close()
 
 
+def _draining_acks(store: Any, older: str, newer: str) -> list[AckRequest]:
+    """Rate-limited acks with a delay (each drains its class) of a job of class `older`
+    and a newer one of class `newer`, in id order."""
+    for name in (older, newer):
+        store.upsert_rate_class(name, limit=1000, window_ms=1000, burst=1000)
+    _enqueue(store, 1, "qt", rate_class=older)
+    _enqueue(store, 1, "qt", rate_class=newer)
+    claims = sorted(store.admit("w", ["qt"], 2), key=lambda c: c.job.id)
+    assert [c.job.rate_class for c in claims] == [older, newer]
+    return [AckRequest(c, Outcome.RATE_LIMITED.value, delay_ms=500) for c in claims]
+
+
 def test_an_ack_batch_locks_the_classes_it_writes_in_name_order(pg_url: str) -> None:
     """Two rate-limited acks with a delay drain their classes. Applied in id order, the
     job of class b (the older) would lock b, then wait for a while holding it."""
     store: Any = open_store(pg_url, notify=False)
     try:
-        for name in ("a", "b"):
-            store.upsert_rate_class(name, limit=1000, window_ms=1000, burst=1000)
-        _enqueue(store, 1, "qt", rate_class="b")
-        _enqueue(store, 1, "qt", rate_class="a")
-        claims = sorted(store.admit("w", ["qt"], 2), key=lambda c: c.job.id)
-        assert [c.job.rate_class for c in claims] == ["b", "a"]
-        acks = [AckRequest(c, Outcome.RATE_LIMITED.value, delay_ms=500) for c in claims]
+        acks = _draining_acks(store, "b", "a")
         assert _meets_an_admission(pg_url, lambda: store.ack_many(acks), "a", "b") == []
         with psycopg.connect(pg_url) as conn:
             tokens = dict(conn.execute("SELECT name, tokens FROM rate_classes"))
@@ -590,12 +596,7 @@ def test_class_rows_are_locked_by_code_point_whatever_the_collation(
     the database's collation would take "a" first, then wait for "B" while holding it."""
     store: Any = open_store(natural_order_url, notify=False)
     try:
-        for name in ("a", "B"):
-            store.upsert_rate_class(name, limit=1000, window_ms=1000, burst=1000)
-        _enqueue(store, 1, "qt", rate_class="a")
-        _enqueue(store, 1, "qt", rate_class="B")
-        acks = [AckRequest(c, Outcome.RATE_LIMITED.value, delay_ms=500)
-                for c in store.admit("w", ["qt"], 2)]
+        acks = _draining_acks(store, "a", "B")
         assert _meets_an_admission(natural_order_url, lambda: store.ack_many(acks),
                                    "B", "a") == []
     finally:
