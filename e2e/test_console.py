@@ -131,10 +131,10 @@ def test_retry_an_archived_job_and_see_its_state_change(server: Server, page: An
 
 def test_select_rows_and_cancel_them(server: Server, page: Any) -> None:
     # Jobs of its own, in a queue nothing else writes to, kept an hour once finished. The
-    # first rows of a seeded queue were not safe to act on: webhooks/available lists the
-    # demo's every-minute heartbeat-ping ticks first (a periodic:… id sorts above every
-    # generated one), ticks have retention 0, and a cancelled tick is deleted by the next
-    # retention pass (every 10 s), so the check below now and then read a 404.
+    # first rows of a seeded queue are not safe to act on: webhooks/available may list
+    # one of the demo's every-minute heartbeat-ping ticks first, ticks have retention 0,
+    # and a cancelled tick is deleted by the next retention pass (every 10 s), so the
+    # check below now and then read a 404.
     created = []
     for i in range(3):
         resp = server.api("POST", "/jobs", json={

@@ -29,6 +29,7 @@ from headgate.core.records import WorkerBeat
 from headgate.services import duties as duties_module
 from headgate.services.client import EnqueueContext
 from headgate.services.duties import MIN_TTL_MS, STANDARD_DUTIES, DutyRunner
+from headgate.services.scheduling import tick_job_id
 
 FAST = 0.2  # seconds between ticks in these tests
 FAST_INTERVALS = {name: FAST for name in STANDARD_DUTIES}
@@ -390,6 +391,7 @@ def test_two_schedulers_enqueue_each_backfilled_tick_exactly_once(
         return call_next(batch)
 
     ran: dict[str, int] = {}
+    tick_of: dict[str, tuple[str | None, int | None]] = {}
     done = threading.Event()
 
     def work(worker_store: Store) -> None:
@@ -397,6 +399,8 @@ def test_two_schedulers_enqueue_each_backfilled_tick_exactly_once(
             claims = worker_store.admit("w", ["default"], 50)
             for claim in claims:
                 ran[claim.job.id] = ran.get(claim.job.id, 0) + 1
+                tick_of[claim.job.id] = (claim.job.periodic_schedule_id,
+                                         claim.job.periodic_tick_ms)
                 worker_store.ack(claim, Outcome.SUCCESS)
             if not claims:
                 time.sleep(0.005)
@@ -423,7 +427,7 @@ def test_two_schedulers_enqueue_each_backfilled_tick_exactly_once(
         worker.join()
     assert {job_id: n for job_id, n in ran.items() if n > 1} == {}
     for i in range(3):
-        ticks = sorted(int(j.rsplit(":", 1)[1]) for j in ran if j.startswith(f"periodic:s{i}:"))
+        ticks = sorted(t for sid, t in tick_of.values() if sid == f"s{i}" and t is not None)
         assert len(ticks) >= 10
         assert ticks == list(range(ticks[0], ticks[-1] + 1, 100))
 
@@ -526,7 +530,7 @@ def test_scheduler_duty_fires_schedules_with_the_runner_client(store: Store) -> 
     for job in jobs:
         assert job.periodic_tick_ms is not None
         assert job.periodic_tick_ms >= row.next_run_ms
-        assert job.id == f"periodic:s:{job.periodic_tick_ms}"
+        assert job.id == tick_job_id("s", job.periodic_tick_ms)
 
 
 def test_concurrent_runners_in_threads_share_one_lease(db_url: str) -> None:

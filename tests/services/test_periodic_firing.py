@@ -21,7 +21,7 @@ from headgate import Client, Store
 from headgate.core import InvalidInput, NotFound
 from headgate.core.records import ScheduleEventEntry
 from headgate.services.client import EnqueueContext
-from headgate.services.scheduling import fire_due_schedules, run_schedule_now
+from headgate.services.scheduling import fire_due_schedules, run_schedule_now, tick_job_id
 
 
 def sched(id: str = "s1", spec: str = "@every:200", **fields: Any) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def test_fire_enqueues_with_deterministic_id_and_periodic_origin(store: Store) -
     wait_until(store, tick)
     assert fire_due_schedules(store, now_ms=tick - 1) == 0
     assert fire_due_schedules(store, now_ms=tick) == 1
-    job = store.get_job(f"periodic:s1:{tick}", include_payload=True)
+    job = store.get_job(tick_job_id("s1", tick), include_payload=True)
     assert job is not None
     assert job.periodic_origin == {"schedule_id": "s1", "tick_ms": tick}
     assert (job.kind, job.payload, job.queue, job.priority, job.partition_key,
@@ -86,19 +86,34 @@ def test_fire_enqueues_with_deterministic_id_and_periodic_origin(store: Store) -
         == ("s1", tick, job.id, "enqueued", "scheduled")
 
 
+def test_a_ticks_job_sorts_by_its_tick_among_other_jobs(store: Store) -> None:
+    """Job lists page newest first by id: a tick's job lists after a job made after its
+    tick and before one made before it (a `periodic:…` id sorted above both)."""
+    before = Client(store).enqueue("other", b"x", queue="reports")
+    time.sleep(0.002)
+    row = store.upsert_schedule(sched(queue="reports", retention_ms=60_000))
+    tick = row.next_run_ms
+    wait_until(store, tick)
+    assert fire_due_schedules(store, now_ms=tick) == 1
+    wait_until(store, tick + 2)  # a later millisecond than the tick's
+    after = Client(store).enqueue("other", b"x", queue="reports")
+    listed = [j.id for j in store.list_jobs(headgate.JobFilter(queue="reports")).jobs]
+    assert listed == [after, tick_job_id("s1", tick), before]
+
+
 def test_crashed_tick_is_not_enqueued_twice(store: Store, all_jobs) -> None:
     """A previous scheduler enqueued the tick's job and died before advancing: the retry
     finds the job by its deterministic id and records `deduplicated`."""
     row = store.upsert_schedule(sched())
     tick = row.next_run_ms
     wait_until(store, tick)
-    Client(store).enqueue("report", b"p", id=f"periodic:s1:{tick}", retention_ms=0,
+    Client(store).enqueue("report", b"p", id=tick_job_id("s1", tick), retention_ms=0,
                           periodic_schedule_id="s1", periodic_tick_ms=tick)
     assert fire_due_schedules(store, now_ms=tick) == 0
     assert len(periodic_jobs(all_jobs, store, "s1")) == 1
     (event,) = events(store, "s1")
     assert (event.outcome, event.reason, event.job_id) == (
-        "deduplicated", "exists", f"periodic:s1:{tick}")
+        "deduplicated", "exists", tick_job_id("s1", tick))
     assert store.get_schedule("s1").next_run_ms == tick + 200  # type: ignore[union-attr]
 
 
@@ -124,19 +139,21 @@ def test_concurrent_schedulers_enqueue_each_tick_once(
     for t in threads:
         t.join()
     assert sum(counts) == 1
-    assert [j.id for j in periodic_jobs(all_jobs, store, "s1")] == [f"periodic:s1:{tick}"]
+    assert [j.id for j in periodic_jobs(all_jobs, store, "s1")] == [tick_job_id("s1", tick)]
     outcomes = sorted(e.outcome for e in events(store, "s1"))
     assert outcomes.count("enqueued") == 1
     assert set(outcomes) <= {"enqueued", "deduplicated"}
 
 
-def _run_and_delete(store: Store) -> list[str]:
-    """Complete every available job; with retention 0 each is deleted at its ack."""
-    ran: list[str] = []
+def _run_and_delete(store: Store) -> list[int]:
+    """Complete every available job; with retention 0 each is deleted at its ack.
+    Returns the ticks of the jobs it ran."""
+    ran: list[int] = []
     while claims := store.admit("w", ["default"], 100):
         for claim in claims:
             store.ack(claim, headgate.Outcome.SUCCESS)
-            ran.append(claim.job.id)
+            assert claim.job.id == tick_job_id("s1", claim.job.periodic_tick_ms or 0)
+            ran.append(claim.job.periodic_tick_ms or 0)
     return ran
 
 
@@ -154,7 +171,7 @@ def test_stale_scheduler_does_not_reenqueue_ticks_that_ran_and_were_deleted(
                                       backfill_limit=5))
     wait_until(store, row.next_run_ms + 450)
     other = open_more()
-    ran: list[str] = []
+    ran: list[int] = []
 
     def twin_fires_first(context: EnqueueContext, batch: list, call_next) -> list[str]:
         if not ran:
@@ -165,7 +182,7 @@ def test_stale_scheduler_does_not_reenqueue_ticks_that_ran_and_were_deleted(
     assert fire_due_schedules(store, client=Client(store, middleware=[twin_fires_first])) == 0
     assert len(ran) >= 5
     assert _run_and_delete(store) == []  # nothing enqueued a second time
-    assert sorted(e.job_id for e in events(store, "s1") if e.outcome == "enqueued") \
+    assert sorted(e.tick_ms for e in events(store, "s1") if e.outcome == "enqueued") \
         == sorted(ran)
 
 
@@ -193,7 +210,7 @@ def test_a_scheduler_that_loses_its_lease_stops_and_the_next_continues(
     assert fire_due_schedules(later) >= 11 - first
     ran += _run_and_delete(later)
     ticks = _enqueued_ticks(store, "s1")
-    assert sorted(int(j.rsplit(":", 1)[1]) for j in ran) == ticks
+    assert sorted(ran) == ticks
     assert ticks == list(range(row.next_run_ms, ticks[-1] + 1, 50))  # none twice
     assert fire_due_schedules(store, still_held=lambda: False) == 0
 
@@ -340,7 +357,7 @@ def test_middleware_and_hooks_apply_to_periodic_jobs(store: Store) -> None:
     fire_due_schedules(store, now_ms=row.next_run_ms,
                        client=Client(store, middleware=[tag_it]))
     assert calls == ["periodic"]
-    job = store.get_job(f"periodic:s1:{row.next_run_ms}")
+    job = store.get_job(tick_job_id("s1", row.next_run_ms))
     assert job is not None and job.tags == ("cron",)
 
 
@@ -366,7 +383,7 @@ def test_edited_schedule_after_enqueue_counts_as_deduplicated(store: Store) -> N
     row = store.upsert_schedule(sched())
     tick = row.next_run_ms
     wait_until(store, tick)
-    Client(store).enqueue("report", b"old payload", id=f"periodic:s1:{tick}")
+    Client(store).enqueue("report", b"old payload", id=tick_job_id("s1", tick))
     assert fire_due_schedules(store, now_ms=tick) == 0
     (event,) = events(store, "s1")
     assert (event.outcome, event.reason) == ("deduplicated", "id_conflict")

@@ -32,7 +32,7 @@ from .queries import fill, load
 # Ticks enqueued for one schedule in one firing; a larger backlog is not a backfill but
 # a flood, and every tick is one transaction.
 MAX_BACKFILL = 1000
-MAX_SCHEDULE_ID = 200  # job ids are `periodic:{id}:{tick}` and must fit in 255
+MAX_SCHEDULE_ID = 200  # run-now job ids are `periodic:{id}:run:{digest}`, at most 255
 EVENTS_KEPT = 100
 MAX_EVENTS_PAGE = 1000
 OUTCOMES = ("enqueued", "deduplicated", "failed", "skipped")
