@@ -5,11 +5,13 @@ their backend is killed."""
 from __future__ import annotations
 
 import threading
+import time
 
 import psycopg
 import pytest
 from support import pg_available, wait_for
 
+from headgate import open_store
 from headgate.adapters.postgres import notify
 from headgate.adapters.postgres.notify import FinishedListener, Listener
 from headgate.store.activity import ActivityHub
@@ -133,3 +135,31 @@ def test_the_finished_listener_comes_back_after_its_backend_is_killed(pg_url: st
     finally:
         listener.close()
     assert not listener._thread.is_alive()
+
+
+@pytest.mark.parametrize("start", ["watch_finished", "subscribe"])
+def test_no_listen_thread_outlives_a_close_it_raced(pg_url: str, start: str) -> None:
+    """A watch (or the first subscriber) that has decided to start its LISTEN thread
+    while close() runs either starts it before close() looks, which then ends it, or
+    finds the store closed: never a thread that retries its connection after the
+    store is gone. The store's lock is held here so that both calls wait at once."""
+    store = open_store(pg_url)
+    before = {t.ident for t in threading.enumerate()}
+    begin = {"watch_finished": lambda: store.watch_finished("x", lambda: None),
+             "subscribe": lambda: store.activity.subscribe(lambda _q: None)}[start]
+    store._listen_lock.acquire()  # type: ignore[attr-defined]
+    starting = threading.Thread(target=begin)
+    closing = threading.Thread(target=store.close)
+    starting.start()
+    closing.start()
+    time.sleep(0.2)  # both are waiting for the lock by now
+    assert closing.is_alive() and starting.is_alive()
+    store._listen_lock.release()  # type: ignore[attr-defined]
+    starting.join(15)
+    closing.join(15)
+
+    def listen_threads() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.ident not in before
+                and t.name in ("headgate-listen", "headgate-finished")]
+
+    wait_for(lambda: not listen_threads(), 10, "the LISTEN threads to end")

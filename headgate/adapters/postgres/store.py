@@ -51,7 +51,9 @@ class PostgresStore(ServerAdmission, SqlStore):
         self.activity = ActivityHub(self._listen if notify else None)
         self._listener: Listener | None = None
         self._finished: FinishedListener | None = None
-        self._finished_lock = threading.Lock()
+        # Guards _closed and the two LISTEN threads: a thread started after close()
+        # looked would retry its connection for the life of the process.
+        self._listen_lock = threading.Lock()
         self._closed = False
         self.crash_limit = crash_limit
         self._policy_bound = {}  # see ServerAdmission
@@ -67,8 +69,9 @@ class PostgresStore(ServerAdmission, SqlStore):
         self._single = enqueue.EnqueueBatcher(self.db, self._origin)
 
     def _listen(self) -> None:
-        if not self._closed:
-            self._listener = Listener(self.url, self.activity, self.origin)
+        with self._listen_lock:
+            if not self._closed:
+                self._listener = Listener(self.url, self.activity, self.origin)
 
     def listening(self, timeout: float) -> bool:
         """Start listening if nothing has yet, and wait until the LISTEN is in place:
@@ -80,12 +83,15 @@ class PostgresStore(ServerAdmission, SqlStore):
                        callback: Callable[[], None]) -> Callable[[], None] | None:
         """LISTEN-backed (headgate/db/postgres/functions/finished_notify.sql): only jobs
         carrying the ``headgate-result`` header are announced."""
-        if not self.notify or self._closed:
+        if not self.notify:
             return None
-        with self._finished_lock:
+        with self._listen_lock:
+            if self._closed:
+                return None
             if self._finished is None:
                 self._finished = FinishedListener(self.url)
-        return self._finished.watch(job_id, callback)
+            finished = self._finished
+        return finished.watch(job_id, callback)
 
     def settle_partitions(self, limit: int = 1000) -> int:
         check_int("limit", limit, 1)
@@ -119,14 +125,16 @@ class PostgresStore(ServerAdmission, SqlStore):
         return self.db.now_ms()
 
     def close(self) -> None:
-        self._closed = True
-        if self._listener is not None:
-            self._listener.close()
+        with self._listen_lock:
+            self._closed = True
+            listener, finished = self._listener, self._finished
+        if listener is not None:
+            listener.close()
         self._finished_announcer.close()
         if self._notifier is not None:
             self._notifier.close()
-        if self._finished is not None:
-            self._finished.close()
+        if finished is not None:
+            finished.close()
         self.db.close()
 
     def _publish(self, queues: set[str] | str | None) -> None:
