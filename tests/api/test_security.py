@@ -1051,7 +1051,7 @@ SQL_INTERPOLATIONS: dict[str, str] = {
 }
 # str.format on SQL templates: only these fields, each a dialect constant or placeholders
 # (`in_queues`: "" or " AND queue IN (?, …)"; `waiting`: the dialect's waiting_partition;
-# `written`: "?, …" or NULL; `name_order`: the dialect's binary_order of a literal column).
+# `written`: "?, …"; `name_order`: the dialect's binary_order of a literal column).
 SQL_FORMAT_FIELDS = {"marks", "rows", "for_update", "skip_locked", "in_queues", "waiting",
                      "written", "name_order"}
 SQL_TEXT = re.compile(r"\b(SELECT|INSERT INTO|DELETE FROM|WHERE|PRAGMA|LISTEN|VALUES)\b"

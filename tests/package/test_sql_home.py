@@ -43,8 +43,8 @@ PENDING: dict[str, str] = {}
 FIELDS = {
     "marks": "',' / ', ' joins of '?' repeated len(values) times: placeholders only",
     "name_order": "the connection's dialect: binary_order('name'), the column by code point",
-    "written": "',' join of '?' repeated len(values) times, or NULL when there are none "
-               "(lifecycle._lock_classes): placeholders only",
+    "written": "',' join of '?' repeated len(values) times (lifecycle._lock_classes): "
+               "placeholders only",
     "rows": "joins of '(?, ?, ?)' or enqueue.ROW_MARKS rows: placeholders only",
     "for_update": "the connection's dialect: '' or ' FOR UPDATE'",
     "skip_locked": "the connection's dialect: '' or ' FOR UPDATE SKIP LOCKED'",

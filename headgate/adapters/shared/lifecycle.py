@@ -67,17 +67,19 @@ def _lock_classes(conn: Connection, acks: Sequence[AckRequest],
                   outcomes: Sequence[Outcome]) -> None:
     """Lock, in name order, every class row the batch may write before writing any:
     the order admission takes class rows in. Written ack by ack, two batches (or a batch
-    and an admission) could meet two classes in opposite orders and deadlock."""
+    and an admission) could meet two classes in opposite orders and deadlock. A batch
+    that only raises classes takes nothing here: the raise locks its rows in name order
+    itself, in one statement (adaptive.succeeded)."""
     written = classes_written(acks)
-    raised = {a.claim.job.rate_class for a, o in zip(acks, outcomes, strict=True)
-              if a.claim.job.rate_class and o is Outcome.SUCCESS}
-    if not written and not raised:
+    if not written:
         return
+    wanted = written | {a.claim.job.rate_class for a, o in zip(acks, outcomes, strict=True)
+                        if a.claim.job.rate_class and o is Outcome.SUCCESS}
     sql = LOCK_ACK_CLASSES.format(  # type: ignore[attr-defined]
-        marks=",".join("?" * len(written | raised)), written=",".join("?" * len(written))
-        or "NULL", name_order=conn.dialect.binary_order("name"),  # type: ignore[attr-defined]
+        marks=",".join("?" * len(wanted)), written=",".join("?" * len(written)),
+        name_order=conn.dialect.binary_order("name"),  # type: ignore[attr-defined]
         for_update=conn.dialect.for_update)  # type: ignore[attr-defined]
-    conn.execute(sql, (*sorted(written | raised), *sorted(written))).fetchall()
+    conn.execute(sql, (*sorted(wanted), *sorted(written))).fetchall()
 
 
 def _locked_job(conn: Connection, job_id: str) -> tuple | None:
