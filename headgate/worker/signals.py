@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 from typing import Any, Protocol
 
 from .run_state import EXIT_FORCED
@@ -34,7 +35,11 @@ def install_signal_handlers(worker: Stoppable, drain_ms: int | None) -> None:
         name = signal.Signals(signum).name
         if received == 1:
             log.info("%s: stopping admission, draining (send again to stop at once)", name)
-            worker.stop(drain_ms, wait=False)
+            # Not here: the handler runs on the main thread between two of its bytecodes,
+            # which may hold the very lock stop() takes (the Event the main thread waits
+            # on re-takes its lock at every timeout), and would wait for itself forever.
+            threading.Thread(target=worker.stop, args=(drain_ms,), kwargs={"wait": False},
+                             name="headgate-stop", daemon=True).start()
             return
         log.warning("%s again: releasing unfinished jobs and exiting now", name)
         try:
