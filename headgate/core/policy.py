@@ -13,5 +13,9 @@ SATURATION_STRATEGIES = ("queue", "discard", "cancel_incoming", "cancel_running"
 # headgate.services.scheduling decides what each means.
 ON_MISSED = ("skip", "run_once", "backfill")
 
+# How long a schedule's run-now key returns its first job: longer than the API's 24 h
+# idempotency window, so a client retrying through it still meets the same job.
+RUN_NOW_REPLAY_MS = 48 * 3_600_000
+
 # Operator signals a worker takes on its next heartbeat.
 WORKER_SIGNALS = ("quiet", "resume", "restart", "terminate", "resign")

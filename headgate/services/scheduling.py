@@ -43,6 +43,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from headgate.core import (
     Backpressure,
@@ -58,6 +59,8 @@ from headgate.core import (
     schedule_spec,
 )
 from headgate.core.envelope import check_int, check_text
+from headgate.core.ids import new_id
+from headgate.core.policy import RUN_NOW_REPLAY_MS
 from headgate.core.records import Schedule
 from headgate.services.client import Client, EnqueueContext
 from headgate.store.port import ScheduleEvent, ScheduleStep, Store
@@ -80,9 +83,12 @@ def tick_job_id(schedule_id: str, tick_ms: int) -> str:
     return f"{tick_ms:012x}{digest}"
 
 
-def run_job_id(schedule_id: str, idempotency_key: str) -> str:
-    digest = hashlib.sha256(idempotency_key.encode()).hexdigest()[:24]
-    return f"periodic:{schedule_id}:run:{digest}"
+def run_unique_key(schedule_id: str, idempotency_key: str) -> bytes:
+    """The unique key (kind-less, held for the replay window) a run-now job is enqueued
+    under: two concurrent calls with one Idempotency-Key make one job between them,
+    while the job itself takes a generated id and so sorts by its age in job lists."""
+    digest = hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
+    return f"headgate:run-now:{schedule_id}:{digest}".encode()
 
 
 def _failure(exc: BaseException) -> tuple[str, str, str | None]:
@@ -292,14 +298,16 @@ def run_schedule_now(
     previous = store.find_schedule_run(schedule_id, idempotency_key)
     if previous is not None:
         return previous, True
-    job_id = run_job_id(schedule_id, idempotency_key)
     tick = store.now_ms()
+    env = _envelope(schedule, new_id(), tick,
+                    unique_key=run_unique_key(schedule_id, idempotency_key),
+                    unique_window_ms=RUN_NOW_REPLAY_MS, unique_exclude_kind=True)
     producer, inserter = _producer(store, client)
     try:
-        producer.enqueue_many([_envelope(schedule, job_id, tick)],
-                              context=context or EnqueueContext(source="periodic"))
-    except IdConflict:
-        pass  # this key's job exists from before an edit of the schedule: a replay
+        (job_id,) = producer.enqueue_many(
+            [env], context=context or EnqueueContext(source="periodic"))
+    except Duplicate as exc:
+        job_id = exc.existing_id  # a concurrent call with this key enqueued first
     except Exception as exc:
         outcome, why, existing = _failure(exc)
         store.record_schedule_events(schedule_id, [(tick, existing, outcome, why)])
@@ -325,11 +333,11 @@ def _enqueue_retrying(producer: Client, env: Envelope, context: EnqueueContext) 
             time.sleep(0.05 * (attempt + 1))
 
 
-def _envelope(schedule: Schedule, job_id: str, tick: int) -> Envelope:
+def _envelope(schedule: Schedule, job_id: str, tick: int, **unique: Any) -> Envelope:
     return Envelope(
         kind=schedule.kind, payload=schedule.payload, id=job_id,
         queue=schedule.queue, priority=schedule.priority,
         partition_key=schedule.partition_key, rate_class=schedule.rate_class,
         max_attempts=schedule.max_attempts, retention_ms=schedule.retention_ms,
-        periodic_schedule_id=schedule.id, periodic_tick_ms=tick,
+        periodic_schedule_id=schedule.id, periodic_tick_ms=tick, **unique,
     )

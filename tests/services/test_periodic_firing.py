@@ -417,6 +417,51 @@ def test_run_now_enqueues_one_extra_job_and_dedups_per_key(store: Store, all_job
         ("enqueued", "run_now"), ("enqueued", "run_now")]
 
 
+def test_a_run_now_job_sorts_by_its_age_among_other_jobs(store: Store) -> None:
+    """Job lists page newest first by id: a run-now job lists between the jobs made
+    before and after it (a `periodic:…:run:…` id sorted above both, for as long as the
+    job was kept)."""
+    store.upsert_schedule(sched(spec="@every:3600000", queue="reports",
+                                retention_ms=60_000))
+    before = Client(store).enqueue("other", b"x", queue="reports")
+    time.sleep(0.002)
+    run, _ = run_schedule_now(store, "s1", "click")
+    time.sleep(0.002)
+    after = Client(store).enqueue("other", b"x", queue="reports")
+    listed = [j.id for j in store.list_jobs(headgate.JobFilter(queue="reports")).jobs]
+    assert listed == [after, run, before]
+
+
+def test_concurrent_run_now_calls_with_one_key_make_one_job(
+    store: Store, open_more, all_jobs
+) -> None:
+    """Calls racing with one Idempotency-Key (a client retrying before the first answer
+    came back), both past the replay lookup before either enqueues, get the one job the
+    first made; only that call says it enqueued."""
+    store.upsert_schedule(sched(spec="@every:3600000"))
+    barrier = threading.Barrier(2)
+
+    def together(context: EnqueueContext, batch: list, call_next) -> list[str]:
+        barrier.wait(timeout=10)
+        return call_next(batch)
+
+    answers: list[tuple[str, bool]] = []
+
+    def run(s: Store) -> None:
+        answers.append(run_schedule_now(s, "s1", "double-click",
+                                        client=Client(s, middleware=[together])))
+
+    threads = [threading.Thread(target=run, args=(open_more(),)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (job,) = periodic_jobs(all_jobs, store, "s1")
+    assert sorted(answers) == [(job.id, False), (job.id, True)]
+    assert run_schedule_now(store, "s1", "double-click") == (job.id, True)
+    assert sorted(e.outcome for e in events(store, "s1")) == ["deduplicated", "enqueued"]
+
+
 def test_run_now_replay_survives_job_deletion(store: Store) -> None:
     store.upsert_schedule(sched(spec="@every:3600000", retention_ms=0))
     job_id, _ = run_schedule_now(store, "s1", "k")

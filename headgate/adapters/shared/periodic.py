@@ -22,7 +22,7 @@ from headgate.core import (
     schedule_spec,
 )
 from headgate.core.envelope import check_int, check_text
-from headgate.core.policy import ON_MISSED
+from headgate.core.policy import ON_MISSED, RUN_NOW_REPLAY_MS
 from headgate.core.records import Schedule, ScheduleEventEntry
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 
@@ -32,7 +32,7 @@ from .queries import fill, load
 # Ticks enqueued for one schedule in one firing; a larger backlog is not a backfill but
 # a flood, and every tick is one transaction.
 MAX_BACKFILL = 1000
-MAX_SCHEDULE_ID = 200  # run-now job ids are `periodic:{id}:run:{digest}`, at most 255
+MAX_SCHEDULE_ID = 200
 EVENTS_KEPT = 100
 MAX_EVENTS_PAGE = 1000
 OUTCOMES = ("enqueued", "deduplicated", "failed", "skipped")
@@ -225,11 +225,9 @@ def touch_enqueued(conn: Connection, now: int, schedule_id: str) -> None:
 
 # -- run now ------------------------------------------------------------------------
 
-RUN_KEY_RETENTION_MS = 48 * 3_600_000  # longer than the API's 24 h idempotency window
-
 
 def find_run(conn: Connection, now: int, schedule_id: str, key: str) -> str | None:
-    row = conn.execute(FIND_RUN, (schedule_id, key, now - RUN_KEY_RETENTION_MS)).fetchone()
+    row = conn.execute(FIND_RUN, (schedule_id, key, now - RUN_NOW_REPLAY_MS)).fetchone()
     return row[0] if row is not None else None
 
 
@@ -237,7 +235,7 @@ def remember_run(
     conn: Connection, now: int, schedule_id: str, key: str, job_id: str
 ) -> str:
     """Record which job `key` produced; returns the job a concurrent twin recorded first."""
-    conn.execute(FORGET_OLD_RUNS, (now - RUN_KEY_RETENTION_MS,))
+    conn.execute(FORGET_OLD_RUNS, (now - RUN_NOW_REPLAY_MS,))
     conn.execute(INSERT_RUN, (schedule_id, key, job_id, now))
     row = conn.execute(SELECT_RUN, (schedule_id, key)).fetchone()
     return row[0]
