@@ -10,11 +10,10 @@ Modules follow the API's seams: `errors` (envelope, store-error mapping), `param
 
 from __future__ import annotations
 
-import time
-
 import flask
 from werkzeug.exceptions import HTTPException
 
+from headgate.core.clock import wall_ms
 from headgate.services.config import Settings
 from headgate.services.duties import OperationsRunner
 from headgate.services.live import EventBroadcaster, ForeignChanges
@@ -79,8 +78,7 @@ def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None
     # so the dashboard's errors still propagate the way Flask normally handles them.
     app.register_error_handler(HTTPException, handle_http_exception)
 
-    metrics = app.extensions[METRICS_KEY] = Metrics(lambda: get_store(app),
-                                                    int(time.time() * 1000))
+    metrics = app.extensions[METRICS_KEY] = Metrics(lambda: get_store(app), wall_ms())
     app.before_request(metrics.before_request)
     app.after_request(metrics.after_request)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import time
+
+from .clock import wall_ms
 
 _lock = threading.Lock()
 _counter = itertools.count()
@@ -22,7 +23,7 @@ def new_id() -> str:
     within a process, ordered by millisecond across processes."""
     global _last_ms, _head
     with _lock:
-        now = time.time_ns() // 1_000_000
+        now = wall_ms()
         if now > _last_ms:
             _last_ms = now
             _head = f"{now:012x}{_prefix}"  # formatted once a millisecond

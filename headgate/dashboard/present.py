@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from headgate.core import TERMINAL, Explanation, Job, State, drain
+from headgate.core.clock import wall_ms
 from headgate.core.records import WorkerRecord
 from headgate.core.transitions import sources_of
 
@@ -48,10 +49,6 @@ SIGNAL_HELP: dict[str, str] = {
     "terminate": "shut down gracefully (bounded drain)",
     "resign": "give up duty leases only (scheduler, reclaimer…)",
 }
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def dom_id(prefix: str, name: str) -> str:
@@ -87,7 +84,7 @@ def duration(ms: int | float | None, *, empty: str = "—") -> str:
 def ago(at_ms: int | None, now: int | None = None) -> str:
     if not at_ms:
         return "—"
-    now = now if now is not None else now_ms()
+    now = now if now is not None else wall_ms()
     delta = now - at_ms
     if delta < 0:
         return f"in {duration(-delta)}"
@@ -226,7 +223,7 @@ def explain_sentences(exp: Explanation | None, job: Job, now: int | None = None)
         who = f"worker {sticky}" if sticky else "the next worker polling"
         return [f"Admissible now: {who} queue {d.get('queue', job.queue)} with free capacity "
                 "takes it."]
-    now = now if now is not None else now_ms()
+    now = now if now is not None else wall_ms()
     if state == "running":
         exp_at = job.lease_expires_at_ms
         lease = f"; its lease expires in {duration(exp_at - now)}" if exp_at else ""
@@ -274,7 +271,7 @@ def timeline(job: Job, now: int | None = None) -> list[Step]:
     finalized, the last error's time); a step the job skipped is left out rather than
     shown at zero. Each step lasts until the next one starts; the last open step is
     measured to now ("so far")."""
-    now = now if now is not None else now_ms()
+    now = now if now is not None else wall_ms()
     st = job.state.value
     terminal = st in {s.value for s in TERMINAL}
     enq = job.enqueued_at_ms
@@ -515,7 +512,7 @@ def when(at_ms: int | None, now: int | None = None) -> str:
     """`in 8h 13m · 03:00 UTC` (with the weekday when it is not within a day)."""
     if not at_ms:
         return "—"
-    now = now if now is not None else now_ms()
+    now = now if now is not None else wall_ms()
     fmt = "%H:%M UTC" if abs(at_ms - now) < 86_400_000 else "%a %d %b %H:%M UTC"
     return f"{ago(at_ms, now)} · {time.strftime(fmt, time.gmtime(at_ms // 1000))}"
 

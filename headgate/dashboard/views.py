@@ -20,6 +20,7 @@ from werkzeug.wrappers import Response as BaseResponse  # what flask.redirect re
 
 from headgate.core import HeadgateError, Job, JobFilter, JobPage, State, drain, names
 from headgate.core.adaptive import HISTORY_SHOWN_MS
+from headgate.core.clock import wall_ms
 from headgate.core.latency import summaries, window_start
 from headgate.core.records import (
     AuditEntry,
@@ -145,7 +146,7 @@ def _template_context() -> dict[str, Any]:
         "STATE_ORDER": present.STATE_ORDER,
         "STATE_HELP": present.STATE_HELP,
         "dom_id": present.dom_id,
-        "now": present.now_ms(),
+        "now": wall_ms(),
         "seg": url_segment,
         "depth_segments": charts.depth_segments,
         # Defaults for fragments rendered outside the Jobs page (the live socket passes

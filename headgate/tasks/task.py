@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import inspect
 import sys
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from headgate.core import Envelope, InvalidInput
+from headgate.core.clock import wall_ms
 
 from .codec import Codec
 from .errors import EncodeError, UnimportableTask, UnknownOption
@@ -145,7 +145,7 @@ class Task(Generic[P, R]):
                 raise InvalidInput("delay_ms must be an integer >= 0 (milliseconds)")
             if "scheduled_at_ms" in fields:
                 raise InvalidInput("give delay_ms or scheduled_at_ms, not both")
-            fields["scheduled_at_ms"] = (int(time.time() * 1000) + self.app.clock_offset_ms
+            fields["scheduled_at_ms"] = (wall_ms() + self.app.clock_offset_ms
                                          + delay_ms)
         if "partition_key" not in options and self.partition is not None:
             fields["partition_key"] = self._partition_key(args, kwargs)

@@ -16,11 +16,11 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from headgate.core import InvalidInput
+from headgate.core.clock import wall_ms
 from headgate.store.port import Store
 
 from .decoders import Decoder
@@ -353,7 +353,7 @@ class Worker:
         if not handlers:
             log.warning("worker %s has no handlers: every job it admits is undecodable",
                         config.worker_id)
-        self.started_at_ms = int(time.time() * 1000)
+        self.started_at_ms = wall_ms()
         if config.duties and self._duty_runner is None:
             self._duty_runner = worker_duty_runner(self.store, config.worker_id,
                                                    config.duty_interval_ms,

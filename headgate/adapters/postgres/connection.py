@@ -29,6 +29,7 @@ from headgate.adapters.migrations import known_versions as migration_versions
 from headgate.adapters.shared.conn import Cursor
 from headgate.adapters.shared.queries import load
 from headgate.core import InvalidInput, StoreUnavailable
+from headgate.core.clock import wall_ms
 
 from .dialect import POSTGRES
 from .outage import Reachability, connection_lost, first_line, unavailable
@@ -133,12 +134,6 @@ def again_after_deadlock(call: Callable[[], T]) -> T:
             log.info("deadlock victim; running the transaction again (%d)", attempt)
             time.sleep(DEADLOCK_PAUSE_S * attempt * (1 + random.random()))
     raise AssertionError("unreachable")
-
-
-def process_ms() -> int:
-    """This process's clock: the ledgers' applied_at_ms, written before the store clock's
-    function exists on a new database."""
-    return time.time_ns() // 1_000_000
 
 
 def store_time(conn: PgConnection) -> int:
@@ -279,14 +274,14 @@ class PgDatabase:
                     continue
                 if has_statements(migration.sql):
                     raw.execute(migration.sql.encode())
-                raw.execute(RECORD_MIGRATION, (version, migration.name, process_ms()))
+                raw.execute(RECORD_MIGRATION, (version, migration.name, wall_ms()))
             raw.execute(CREATE_FUNCTION_LEDGER)
             applied = dict(raw.execute(APPLIED_FUNCTION_FILES).fetchall())
             for file in function_files("postgres"):
                 if applied.get(file.name) == file.digest:
                     continue
                 raw.execute(file.sql.encode())
-                raw.execute(RECORD_FUNCTION_FILE, (file.name, file.digest, process_ms()))
+                raw.execute(RECORD_FUNCTION_FILE, (file.name, file.digest, wall_ms()))
         return self.version()
 
     def stale_functions(self) -> list[str]:

@@ -27,6 +27,7 @@ from headgate.adapters.migrations import (
 from headgate.adapters.migrations import known_versions as migration_versions
 from headgate.adapters.shared.queries import fill, load
 from headgate.core import StoreUnavailable
+from headgate.core.clock import wall_ms
 
 from .checkpoint import WAL_SIZE_LIMIT, Checkpointer
 from .dialect import SQLITE
@@ -57,10 +58,6 @@ class SqliteConnection(sqlite3.Connection):
     """sqlite3's connection, tagged with the dialect the shared SQL modules consult."""
 
     dialect = SQLITE
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def unavailable(exc: sqlite3.Error) -> StoreUnavailable:
@@ -96,7 +93,7 @@ class Database:
         self.clock_offset_ms = 0
 
     def now_ms(self) -> int:
-        return now_ms() + self.clock_offset_ms
+        return wall_ms() + self.clock_offset_ms
 
     def connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
