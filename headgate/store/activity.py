@@ -16,13 +16,16 @@ Listener = Callable[[frozenset[str]], None]
 class ActivityHub:
     """`on_first_interest` runs once, when someone first subscribes or waits: a source
     that costs something to keep (PostgreSQL's LISTEN connection and thread) starts only
-    in a process that listens, not in every producer."""
+    in a process that listens, not in every producer. `ready(timeout)` says whether that
+    source hears other processes yet."""
 
-    def __init__(self, on_first_interest: Callable[[], None] | None = None) -> None:
+    def __init__(self, on_first_interest: Callable[[], None] | None = None,
+                 ready: Callable[[float], bool] | None = None) -> None:
         self._cond = threading.Condition()
         self._seq = 0
         self._listeners: list[Listener] = []
         self._on_first_interest = on_first_interest
+        self._ready = ready
 
     def interested(self) -> None:
         """Start the on-first-interest source now, if it has not started."""
@@ -32,6 +35,13 @@ class ActivityHub:
             start, self._on_first_interest = self._on_first_interest, None
         if start is not None:
             start()
+
+    def listening(self, timeout: float) -> bool:
+        """Start the source if it has not started and wait until it hears other
+        processes: True once their commits reach this hub (at once for a hub with no
+        source, which hears only its own process)."""
+        self.interested()
+        return self._ready is None or self._ready(timeout)
 
     @property
     def seq(self) -> int:

@@ -135,6 +135,37 @@ def test_unknown_last_event_id_gets_resync(api: Api) -> None:
         sse.close()
 
 
+def test_the_broadcaster_subscribes_with_the_first_stream() -> None:
+    """A server nobody watches does not subscribe: on PostgreSQL the subscription starts
+    the LISTEN that would receive a notification for every commit of the fleet. The
+    first stream subscribes (and waits for the source to hear other processes); later
+    ones share it, and it stays after they go, so a resuming client's ring holds what
+    happened meanwhile."""
+    started: list[float] = []
+    hub = ActivityHub(lambda: started.append(time.monotonic()),
+                      ready=lambda timeout: bool(started))
+    broadcaster = EventBroadcaster(hub, coalesce_s=0.05)
+    try:
+        hub.publish({"before"})
+        time.sleep(0.1)
+        assert not started and broadcaster.last_id == broadcaster.base
+        first: Iterator[str] = stream(broadcaster, None, keepalive_s=0.2)
+        assert next(first).startswith(": connected")
+        second: Iterator[str] = stream(broadcaster, None, keepalive_s=0.2)
+        assert next(second).startswith(": connected")
+        assert len(started) == 1
+        first.close()
+        second.close()
+        seen = broadcaster.last_id
+        hub.publish({"after"})
+        resumed = stream(broadcaster, seen, keepalive_s=0.2)
+        next(resumed)
+        assert '"queues":["after"]' in next(resumed)
+        resumed.close()
+    finally:
+        broadcaster.stop()
+
+
 def test_keepalive_and_ring_without_http() -> None:
     """The stream's own logic, with a short keepalive: `:hb` on silence, ids increase,
     nothing reads a database (the broadcaster only ever sees the activity hub)."""

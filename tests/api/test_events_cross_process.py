@@ -78,6 +78,36 @@ def _queues_until(sse: SseReader, queue: str) -> list[str]:
             return queues
 
 
+def test_a_server_listens_only_once_a_stream_is_open(servers: Servers,
+                                                    backend: str) -> None:
+    """PostgreSQL delivers every NOTIFY of the database to every LISTEN connection: a
+    server taking producers' requests with no console open would receive and drop one
+    for each commit of the whole fleet. Its LISTEN starts with the first stream."""
+    if backend != "pg":
+        pytest.skip("LISTEN is PostgreSQL's")
+    import psycopg
+
+    api = servers.start()
+
+    def listening_sessions() -> int:
+        with psycopg.connect(servers.store_url) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND query ILIKE 'LISTEN%'").fetchone()
+        return int(row[0]) if row else 0
+
+    api.enqueue(queue="mail")
+    assert api.get("/jobs?queue=mail").status_code == 200
+    assert listening_sessions() == 0
+    sse = _attached(api)
+    try:
+        assert listening_sessions() == 1
+        _run(PRODUCER, servers.store_url, "elsewhere")
+        assert _queues_until(sse, "elsewhere") == ["elsewhere"]
+    finally:
+        sse.close()
+
+
 def test_enqueue_by_another_process_reaches_the_stream(servers: Servers) -> None:
     api = servers.start()
     sse = _attached(api)

@@ -48,7 +48,8 @@ class PostgresStore(ServerAdmission, SqlStore):
         # The LISTEN connection starts with the first subscriber (a worker, a live view):
         # a producer would only hear its own enqueues, each a wake-up of a thread here
         # and of a backend there.
-        self.activity = ActivityHub(self._listen if notify else None)
+        self.activity = ActivityHub(self._listen if notify else None,
+                                    self._heard if notify else None)
         self._listener: Listener | None = None
         self._finished: FinishedListener | None = None
         # Guards _closed and the two LISTEN threads: a thread started after close()
@@ -73,11 +74,16 @@ class PostgresStore(ServerAdmission, SqlStore):
             if not self._closed:
                 self._listener = Listener(self.url, self.activity, self.origin)
 
+    def _heard(self, timeout: float) -> bool:
+        listener = self._listener
+        return listener is not None and listener.connected.wait(timeout)
+
     def listening(self, timeout: float) -> bool:
         """Start listening if nothing has yet, and wait until the LISTEN is in place:
-        True once notifications from other processes reach this store's hub."""
+        True once notifications from other processes reach this store's hub (never
+        for a store opened with notify=False)."""
         self.activity.interested()
-        return self._listener is not None and self._listener.connected.wait(timeout)
+        return self._heard(timeout)
 
     def watch_finished(self, job_id: str,
                        callback: Callable[[], None]) -> Callable[[], None] | None:
