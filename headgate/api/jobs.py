@@ -165,7 +165,7 @@ def list_jobs() -> flask.Response:
         "jobs": [job_json(j, now) for j in page.jobs],
         "next_cursor": page.next_cursor,
         "count_is_approximate": False,
-        # Additive: a payload search stopped at its scan bound (next_cursor goes on).
+        # Additive: the page stopped at its scan bound (next_cursor goes on).
         "scan_limited": page.scan_limited,
     })
 

@@ -145,6 +145,44 @@ def test_payload_search_pages_and_stops_at_its_scan_bound(
 
 
 
+def _pages(store: Store, f: JobFilter, limit: int) -> list[tuple[list[str], bool]]:
+    """Every page of `f`, following cursors: (ids, scan_limited) each."""
+    pages, cursor = [], None
+    while True:
+        page = store.list_jobs(f, cursor=cursor, limit=limit)
+        pages.append(([j.id for j in page.jobs], page.scan_limited))
+        if page.next_cursor is None:
+            return pages
+        cursor = page.next_cursor
+
+
+def test_a_filter_no_index_serves_walks_a_bounded_stretch_a_page(
+        store: Store, client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partition key alone has no index: its page walks every job newest first. It
+    looks at SCAN_LIMIT jobs at most and says so; following its cursors finds every
+    match, in order. A filter an index serves is not bounded."""
+    ids = [client.enqueue("k", b"", queue="walk", partition_key="rare" if i % 10 == 0
+                          else f"p{i}") for i in range(30)]
+    rare = [ids[20], ids[10], ids[0]]
+    monkeypatch.setattr(job_pages, "SCAN_LIMIT", 7)
+
+    first = store.list_jobs(JobFilter(partition_key="rare"), limit=5)
+    assert first.jobs == [] and first.scan_limited and first.next_cursor is not None
+    pages = _pages(store, JobFilter(partition_key="rare"), 5)
+    assert [i for page, _ in pages for i in page] == rare
+    assert any(limited for _, limited in pages)
+
+    # Within the queue: the (queue, state, id) index serves it, one page, no bound.
+    page = store.list_jobs(JobFilter(queue="walk", partition_key="rare"), limit=5)
+    assert [j.id for j in page.jobs] == rare and not page.scan_limited
+
+    # Every job matching: each page fills within its stretch, none is scan-limited.
+    pages = _pages(store, JobFilter(state="available", priority=0), 7)
+    assert [i for page, _ in pages for i in page] == ids[::-1]
+    assert [len(page) for page, _ in pages] == [7, 7, 7, 7, 2]
+    assert not any(limited for _, limited in pages)
+
+
 def test_expired_idempotency_keys_are_purged_as_keys_are_claimed(store: Store) -> None:
     """Not on every claim (that is a statement in every write), but often enough that
     the table holds about what has not expired."""

@@ -8,6 +8,13 @@ the pages merged: a state alone pages each queue holding jobs in that state over
 same index; a kind prefix on SQLite pages each matching kind over (kind, id).
 Text ids sort the same in Python as in both databases' keyset comparison (code point
 order), so the merge is exact.
+
+A filter that no index leads with (a partition key, a priority, tags or a time range,
+alone or with a state) walks every job newest first and tests each, so a rare match
+walked the whole table (an unused partition key among 1M jobs: ~5 s on SQLite, and past
+the statement timeout on a large PostgreSQL table). Such a page looks at SCAN_LIMIT jobs
+at most, as a payload search does, and answers what it found with a cursor that goes on
+from where it stopped.
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ FIRST_PREFIX_KIND = Q["first_prefix_kind"]
 NEXT_PREFIX_KIND = Q["next_prefix_kind"]
 OCCUPIED = Q["occupied"]
 PAGE = Q["page"]
+WALK_END = Q["walk_end"]
+WALK_END_BEFORE = Q["walk_end_before"]
 
 
 def occupied(conn: Connection, states: Sequence[str],
@@ -165,10 +174,38 @@ def list_jobs(
     if f.payload_terms:
         return _payload_page(conn, now, f, before, limit, include_payload)
     cols = JOB_COLUMNS_WITH_PAYLOAD if include_payload else JOB_COLUMNS
-    rows = _rows(conn, now, f, before, limit + 1, cols)
+    end = _walk_end(conn, before) if _walks_every_job(conn, f) else None
+    rows = _rows(conn, now, f, before, limit + 1, cols, end)
     jobs = [row_to_job(r) for r in rows[:limit]]
-    next_cursor = encode_cursor(jobs[-1].id) if len(rows) > limit else None
-    return JobPage(jobs, next_cursor)
+    if len(rows) > limit:
+        return JobPage(jobs, encode_cursor(jobs[-1].id))
+    if end is not None:  # the walk stopped with jobs left below it
+        return JobPage(jobs, encode_cursor(end), scan_limited=len(jobs) < limit)
+    return JobPage(jobs, None)
+
+
+def _walks_every_job(conn: Connection, f: JobFilter) -> bool:
+    """Whether a page of `f` walks the primary key newest first, testing every job: it
+    filters on something, and no index (nor `_branches`) starts with what it filters on."""
+    if f.id is not None or f.queue is not None or f.kind is not None or f.error_prefix:
+        return False
+    if f.kind_prefix and conn.dialect.lists_prefix_kinds:
+        return False
+    if f.rate_class and f.state == "available":  # jobs_rate_class_available_id
+        return False
+    if f.fingerprint is not None and f.state == "quarantined":
+        return False  # jobs_quarantined_fingerprint
+    return f != JobFilter(state=f.state)
+
+
+def _walk_end(conn: Connection, before: str | None) -> str | None:
+    """The last id a walking page looks at (SCAN_LIMIT jobs down from `before`), or None
+    when fewer jobs are left: the walk then reaches the end."""
+    if before is None:
+        row = conn.execute(WALK_END, (SCAN_LIMIT - 1,)).fetchone()
+    else:
+        row = conn.execute(WALK_END_BEFORE, (before, SCAN_LIMIT - 1)).fetchone()
+    return None if row is None else str(row[0])
 
 
 def _payload_page(conn: Connection, now: int, f: JobFilter, before: str | None, limit: int,
@@ -208,13 +245,16 @@ def _payload_page(conn: Connection, now: int, f: JobFilter, before: str | None, 
 
 
 def _rows(conn: Connection, now: int, f: JobFilter, before: str | None, n: int,
-          cols: str) -> list[tuple]:
+          cols: str, end: str | None = None) -> list[tuple]:
     """The first `n` rows (`cols`, id first) matching `f`'s SQL filters with an id below
-    `before`, newest first."""
+    `before` (and not below `end`), newest first."""
     where, params = _where(conn, now, f)
     if before is not None:
         where.append("id < ?")
         params.append(before)
+    if end is not None:
+        where.append("id >= ?")
+        params.append(end)
     branches = _branches(conn, f)
     if f.kind_prefix and (branches is None or branches[0] != "kind"):
         # The prefix is data, never a pattern: no LIKE.

@@ -18,3 +18,12 @@ ORDER BY queue, state
 -- {columns}: rows.JOB_COLUMNS or JOB_COLUMNS_WITH_PAYLOAD; {where}: "" or " WHERE " and
 -- the filter's clauses (literal columns, dialect tests and placeholders).
 SELECT {columns} FROM jobs{where} ORDER BY id DESC LIMIT ?
+
+-- name: walk_end
+-- Where a page that walks every job stops (job_pages.py): the id SCAN_LIMIT jobs down
+-- from the newest, over the primary key.
+SELECT id FROM jobs ORDER BY id DESC LIMIT 1 OFFSET ?
+
+-- name: walk_end_before
+-- The same, down from a cursor.
+SELECT id FROM jobs WHERE id < ? ORDER BY id DESC LIMIT 1 OFFSET ?
