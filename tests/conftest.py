@@ -12,6 +12,7 @@ migrated; any other test gets an empty one, as a test of migrating itself needs.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -20,6 +21,38 @@ from support import fresh_pg_database, pg_available, pg_template
 
 import headgate
 from headgate import Client, Store, open_store
+
+# The PostgreSQL store's LISTEN threads (headgate/adapters/postgres/notify.py): one a
+# test leaves running outlives the test's database and retries its connection for the
+# rest of the run ("... listen connection lost ... does not exist" in the log).
+LISTEN_THREADS = frozenset({"headgate-listen", "headgate-finished"})
+# How long a LISTEN thread a test leaves behind may take to end: a closed store's thread
+# stuck connecting ends after the connect timeout (5 s). Spent only when one is left.
+LISTEN_THREAD_GRACE_S = 7.0
+
+
+def _listen_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name in LISTEN_THREADS and t.is_alive()}
+
+
+@pytest.fixture(autouse=True)
+def _no_listen_thread_left() -> Iterator[None]:
+    """Fails a test that leaves a LISTEN thread it started running: a store it opened
+    (itself, or through an App, a client or a server it made) was never closed. Set up
+    before, so torn down after, the test's other function-scoped fixtures."""
+    before = _listen_threads()
+    yield
+    left = _listen_threads() - before
+    if not left:
+        return
+    deadline = time.monotonic() + LISTEN_THREAD_GRACE_S
+    for thread in left:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    alive = sorted(t.name for t in left if t.is_alive())
+    if alive:
+        pytest.fail(f"the test left PostgreSQL LISTEN threads running ({', '.join(alive)}): "
+                    "close the store it opened (or the App/client/server that opened it)",
+                    pytrace=False)
 
 
 @pytest.fixture(scope="session", name="pg_template")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -16,11 +17,20 @@ from integration_support import serve, worker
 from support import wait_for
 
 
-def load_app(monkeypatch: pytest.MonkeyPatch, url: str) -> ModuleType:
-    monkeypatch.setenv("HG_INTEGRATION_URL", url)
+@pytest.fixture
+def integrations_app(store_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """integrations_app imported afresh, its App on `store_url`; the store the App opens
+    is closed after the test, before the database is dropped (left open, a result wait's
+    LISTEN thread on PostgreSQL retried its connection to the dropped database for the
+    rest of the run)."""
+    monkeypatch.setenv("HG_INTEGRATION_URL", store_url)
     monkeypatch.delenv("HG_INTEGRATION_TOKEN", raising=False)
     monkeypatch.delitem(sys.modules, "integrations_app", raising=False)
-    return importlib.import_module("integrations_app")
+    mod = importlib.import_module("integrations_app")
+    try:
+        yield mod
+    finally:
+        mod.app.close()
 
 
 def json_lines(path: Path) -> list[dict[str, Any]]:
@@ -30,8 +40,8 @@ def json_lines(path: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("how", ["flag", "env"])
 def test_worker_json_logs_carry_the_attempt_fields(
-        store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
-    mod = load_app(monkeypatch, store_url)
+        store_url: str, integrations_app: ModuleType, tmp_path: Path, how: str) -> None:
+    mod = integrations_app
     ref = mod.chatty.enqueue("hello")
     args, env = (["--log-format", "json"], {}) if how == "flag" else \
         ([], {"HG_LOG_FORMAT": "json", "HG_LOG_LEVEL": "INFO"})
