@@ -161,10 +161,11 @@ SCHEMAS: dict[str, Any] = {
                     "count_is_approximate": BOOL,
                     "scan_limited": {**BOOL, "description": (
                         "The page stopped at its scan bound before filling: a "
-                        "payload search, or a filter no index serves (a partition "
-                        "key, priority, tags or a time range without a queue, kind "
-                        "or id), examines at most 10,000 jobs (and 32 MiB of "
-                        "payload) a page; next_cursor continues the scan.")}},
+                        "payload search, or a filter with more than its index "
+                        "answers (a partition key, priority, tags or a time range, "
+                        "alone or within a queue or kind), examines at most 10,000 "
+                        "jobs (and 32 MiB of payload) a page; next_cursor "
+                        "continues the scan.")}},
                    ["jobs", "next_cursor", "count_is_approximate"]),
     "LatencySummary": obj({
         "count": INT, "mean_ms": nullable(INT), "p50_ms": nullable(INT),

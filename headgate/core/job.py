@@ -141,6 +141,6 @@ class JobFilter:
 class JobPage:
     jobs: list[Job]
     next_cursor: str | None
-    # The page stopped at its scan bound (a payload search, or a filter no index serves)
-    # before filling: next_cursor (when set) continues the scan from where it stopped.
+    # The page stopped at its scan bound (a payload search, or a filter with more than
+    # its index answers) before filling: next_cursor (when set) continues the scan.
     scan_limited: bool = False

@@ -120,6 +120,29 @@ def test_search_filters_by_fields_and_kind_prefix(client: Any, seeded: Seeded) -
     assert "pdf.render" in body
 
 
+def test_a_search_that_stops_at_its_bound_says_so_and_goes_on(
+        store: Any, client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partition no job of the newest stretch has: the page says it stopped at its
+    limit, and its link finds the match further down."""
+    from headgate.adapters.shared import job_pages
+
+    c = headgate.Client(store)
+    old = c.enqueue("k", b"", queue="mail", partition_key="tenant-rare")
+    for i in range(12):
+        c.enqueue("k", b"", queue="mail", partition_key=f"tenant-{i}")
+    monkeypatch.setattr(job_pages, "SCAN_LIMIT", 5)
+    body = text_of(client.get("/jobs?queue=mail&q=partition:tenant-rare"))
+    assert "This search looked at its limit of jobs" in body and old not in body
+    ids: set[str] = set()
+    for _ in range(5):
+        more = re.search(r'<a href="([^"]+)">search further</a>', body)
+        if more is None:
+            break
+        ids |= listed_ids(client, more.group(1))
+        body = text_of(client.get(html.unescape(more.group(1))))
+    assert ids == {old}
+
+
 def listed_ids(client: Any, href: str) -> set[str]:
     """The job ids the Jobs page behind `href` (as found in a page) lists."""
     body = text_of(client.get(html.unescape(href)))

@@ -156,28 +156,35 @@ def _pages(store: Store, f: JobFilter, limit: int) -> list[tuple[list[str], bool
         cursor = page.next_cursor
 
 
-def test_a_filter_no_index_serves_walks_a_bounded_stretch_a_page(
+def test_a_filter_its_index_answers_in_part_walks_a_bounded_stretch_a_page(
         store: Store, client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A partition key alone has no index: its page walks every job newest first. It
-    looks at SCAN_LIMIT jobs at most and says so; following its cursors finds every
-    match, in order. A filter an index serves is not bounded."""
+    """A partition key has no index: alone its page walks every job newest first,
+    within a queue or a kind it walks their index. Each page looks at SCAN_LIMIT jobs
+    at most there (in each of a queue's states) and says so; following its cursors finds
+    every match, in order. A filter its index answers whole is not bounded."""
     ids = [client.enqueue("k", b"", queue="walk", partition_key="rare" if i % 10 == 0
                           else f"p{i}") for i in range(30)]
     rare = [ids[20], ids[10], ids[0]]
+    assert len(store.admit("w", ["walk"], 5)) == 5  # two states in the queue
     monkeypatch.setattr(job_pages, "SCAN_LIMIT", 7)
 
     first = store.list_jobs(JobFilter(partition_key="rare"), limit=5)
     assert first.jobs == [] and first.scan_limited and first.next_cursor is not None
-    pages = _pages(store, JobFilter(partition_key="rare"), 5)
-    assert [i for page, _ in pages for i in page] == rare
-    assert any(limited for _, limited in pages)
+    for f in (JobFilter(partition_key="rare"), JobFilter(queue="walk", partition_key="rare"),
+              JobFilter(kind="k", partition_key="rare"),
+              JobFilter(queue="walk", state="available", partition_key="rare")):
+        pages = _pages(store, f, 5)
+        expected = [i for i in rare if f.state is None
+                    or store.get_job(i).state.value == f.state]  # type: ignore[union-attr]
+        assert [i for page, _ in pages for i in page] == expected, f
+        assert pages[0][1], f  # the first page stopped at its bound
 
-    # Within the queue: the (queue, state, id) index serves it, one page, no bound.
-    page = store.list_jobs(JobFilter(queue="walk", partition_key="rare"), limit=5)
-    assert [j.id for j in page.jobs] == rare and not page.scan_limited
+    # The queue's own index answers it whole: one page, no bound.
+    page = store.list_jobs(JobFilter(queue="walk"), limit=50)
+    assert [j.id for j in page.jobs] == ids[::-1] and not page.scan_limited
 
     # Every job matching: each page fills within its stretch, none is scan-limited.
-    pages = _pages(store, JobFilter(state="available", priority=0), 7)
+    pages = _pages(store, JobFilter(kind="k", priority=0), 7)
     assert [i for page, _ in pages for i in page] == ids[::-1]
     assert [len(page) for page, _ in pages] == [7, 7, 7, 7, 2]
     assert not any(limited for _, limited in pages)

@@ -9,12 +9,13 @@ same index; a kind prefix on SQLite pages each matching kind over (kind, id).
 Text ids sort the same in Python as in both databases' keyset comparison (code point
 order), so the merge is exact.
 
-A filter that no index leads with (a partition key, a priority, tags or a time range,
-alone or with a state) walks every job newest first and tests each, so a rare match
-walked the whole table (an unused partition key among 1M jobs: ~5 s on SQLite, and past
-the statement timeout on a large PostgreSQL table). Such a page looks at SCAN_LIMIT jobs
-at most, as a payload search does, and answers what it found with a cursor that goes on
-from where it stopped.
+A filter with more than its index answers (a partition key, a priority, tags or a time
+range, alone, with a state, or within a queue or a kind) walks that index newest first
+and tests each job, so a rare match walked all of it (an unused partition key among 1M
+jobs: ~5 s on SQLite, and past the statement timeout on a large PostgreSQL table). Such
+a page looks at SCAN_LIMIT jobs at most along its index (each of a queue's states at
+most, when it branches), as a payload search does, and answers what it found with a
+cursor that goes on from where it stopped.
 """
 
 from __future__ import annotations
@@ -58,7 +59,6 @@ NEXT_PREFIX_KIND = Q["next_prefix_kind"]
 OCCUPIED = Q["occupied"]
 PAGE = Q["page"]
 WALK_END = Q["walk_end"]
-WALK_END_BEFORE = Q["walk_end_before"]
 
 
 def occupied(conn: Connection, states: Sequence[str],
@@ -174,7 +174,8 @@ def list_jobs(
     if f.payload_terms:
         return _payload_page(conn, now, f, before, limit, include_payload)
     cols = JOB_COLUMNS_WITH_PAYLOAD if include_payload else JOB_COLUMNS
-    end = _walk_end(conn, before) if _walks_every_job(conn, f) else None
+    walked = _walked(conn, f)
+    end = None if walked is None else _walk_end(conn, now, walked, before)
     rows = _rows(conn, now, f, before, limit + 1, cols, end)
     jobs = [row_to_job(r) for r in rows[:limit]]
     if len(rows) > limit:
@@ -184,28 +185,47 @@ def list_jobs(
     return JobPage(jobs, None)
 
 
-def _walks_every_job(conn: Connection, f: JobFilter) -> bool:
-    """Whether a page of `f` walks the primary key newest first, testing every job: it
-    filters on something, and no index (nor `_branches`) starts with what it filters on."""
-    if f.id is not None or f.queue is not None or f.kind is not None or f.error_prefix:
-        return False
-    if f.kind_prefix and conn.dialect.lists_prefix_kinds:
-        return False
-    if f.rate_class and f.state == "available":  # jobs_rate_class_available_id
-        return False
-    if f.fingerprint is not None and f.state == "quarantined":
-        return False  # jobs_quarantined_fingerprint
-    return f != JobFilter(state=f.state)
-
-
-def _walk_end(conn: Connection, before: str | None) -> str | None:
-    """The last id a walking page looks at (SCAN_LIMIT jobs down from `before`), or None
-    when fewer jobs are left: the walk then reaches the end."""
-    if before is None:
-        row = conn.execute(WALK_END, (SCAN_LIMIT - 1,)).fetchone()
+def _walked(conn: Connection, f: JobFilter) -> JobFilter | None:
+    """The part of `f` a page's index answers, when the rest is tested job by job along
+    it; None when the index answers all of `f`, or `f` is one no bound is kept for (an
+    id, an error prefix, a queue with a kind, a kind prefix SQLite branches on)."""
+    if f.id is not None or f.error_prefix:
+        return None
+    if f.queue is not None:
+        if f.kind is not None:
+            return None  # which of two indexes the planner walks is its own choice
+        walked = JobFilter(queue=f.queue, state=f.state)  # (queue, state, id)
+    elif f.kind is not None:
+        walked = JobFilter(kind=f.kind)  # (kind, id)
+    elif f.kind_prefix and conn.dialect.lists_prefix_kinds:
+        return None
+    elif f.rate_class and f.state == "available":
+        walked = JobFilter(rate_class=f.rate_class, state="available")
+    elif f.fingerprint is not None and f.state == "quarantined":
+        walked = JobFilter(fingerprint=f.fingerprint, state="quarantined")
+    elif f == JobFilter(state=f.state):
+        return None  # a state alone branches by queue, each branch exact
     else:
-        row = conn.execute(WALK_END_BEFORE, (before, SCAN_LIMIT - 1)).fetchone()
-    return None if row is None else str(row[0])
+        walked = JobFilter()  # the primary key
+    return None if walked == f else walked
+
+
+def _walk_end(conn: Connection, now: int, walked: JobFilter,
+              before: str | None) -> str | None:
+    """The last id a page walking `walked`'s index looks at: SCAN_LIMIT jobs down from
+    `before` (in each branch: the highest of their ends). None when fewer are left: the
+    walk then reaches the end."""
+    where, params, branches = _parts(conn, now, walked, before, None)
+    if branches is None:
+        clause = " WHERE " + " AND ".join(where) if where else ""
+        row = conn.execute(fill(WALK_END, where=clause), (*params, SCAN_LIMIT - 1)).fetchone()
+        return None if row is None else str(row[0])
+    column, values = branches
+    where = [f"{column} = ?", *where]
+    sql = fill(WALK_END, where=" WHERE " + " AND ".join(where))
+    ends = [row[0] for v in values
+            if (row := conn.execute(sql, (v, *params, SCAN_LIMIT - 1)).fetchone()) is not None]
+    return str(max(ends)) if ends else None
 
 
 def _payload_page(conn: Connection, now: int, f: JobFilter, before: str | None, limit: int,
@@ -244,10 +264,10 @@ def _payload_page(conn: Connection, now: int, f: JobFilter, before: str | None, 
     return JobPage(jobs, None)
 
 
-def _rows(conn: Connection, now: int, f: JobFilter, before: str | None, n: int,
-          cols: str, end: str | None = None) -> list[tuple]:
-    """The first `n` rows (`cols`, id first) matching `f`'s SQL filters with an id below
-    `before` (and not below `end`), newest first."""
+def _parts(conn: Connection, now: int, f: JobFilter, before: str | None,
+           end: str | None) -> tuple[list[str], list[Any], tuple[str, list[Any]] | None]:
+    """`f`'s SQL clauses and parameters with an id below `before` (and not below `end`),
+    and its branches (`_branches`)."""
     where, params = _where(conn, now, f)
     if before is not None:
         where.append("id < ?")
@@ -260,6 +280,14 @@ def _rows(conn: Connection, now: int, f: JobFilter, before: str | None, n: int,
         # The prefix is data, never a pattern: no LIKE.
         where.append(conn.dialect.prefix_test("kind"))
         params += [f.kind_prefix] * where[-1].count("?")
+    return where, params, branches
+
+
+def _rows(conn: Connection, now: int, f: JobFilter, before: str | None, n: int,
+          cols: str, end: str | None = None) -> list[tuple]:
+    """The first `n` rows (`cols`, id first) matching `f`'s SQL filters with an id below
+    `before` (and not below `end`), newest first."""
+    where, params, branches = _parts(conn, now, f, before, end)
     if branches is None:
         clause = " WHERE " + " AND ".join(where) if where else ""
         sql = fill(PAGE, columns=cols, where=clause)

@@ -20,10 +20,6 @@ ORDER BY queue, state
 SELECT {columns} FROM jobs{where} ORDER BY id DESC LIMIT ?
 
 -- name: walk_end
--- Where a page that walks every job stops (job_pages.py): the id SCAN_LIMIT jobs down
--- from the newest, over the primary key.
-SELECT id FROM jobs ORDER BY id DESC LIMIT 1 OFFSET ?
-
--- name: walk_end_before
--- The same, down from a cursor.
-SELECT id FROM jobs WHERE id < ? ORDER BY id DESC LIMIT 1 OFFSET ?
+-- Where a page that tests jobs along an index stops (job_pages.py): the id SCAN_LIMIT
+-- jobs down that index; {where} as for `page`, the clauses the index answers.
+SELECT id FROM jobs{where} ORDER BY id DESC LIMIT 1 OFFSET ?
