@@ -1,11 +1,11 @@
 """What changed in the store, for live views: one thread per app that turns commits into
 numbered `queue_activity` events (the SSE route in `headgate/api/events.py` streams them).
 
-`EventBroadcaster` subscribes to the store's activity signal (`store.activity`, fed
-after every commit, and from LISTEN on PostgreSQL) when the first stream opens. It
-coalesces activity over 200 ms into one event carrying the distinct queue names, numbers
-it, and keeps the last RING_SIZE events so a client reconnecting with an event id gets
-what it missed.
+`EventBroadcaster` starts its thread and subscribes to the store's activity signal
+(`store.activity`, fed after every commit, and from LISTEN on PostgreSQL) when the first
+stream opens. It coalesces activity over 200 ms into one event carrying the distinct
+queue names, numbers it, and keeps the last RING_SIZE events so a client reconnecting
+with an event id gets what it missed.
 
 The activity signal only carries this process's commits on SQLite, and workers and
 producers normally run in other processes. So while at least one stream is open, the
@@ -157,8 +157,7 @@ class EventBroadcaster:
         self._stop = threading.Event()
         self._hub = hub
         self._unsubscribe: Callable[[], None] | None = None
-        self._thread = threading.Thread(target=self._run, name="headgate-sse", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
 
     # Called in the committing thread: must stay cheap and never block on clients.
     def _on_activity(self, queues: frozenset[str]) -> None:
@@ -169,17 +168,20 @@ class EventBroadcaster:
             self._lock.notify_all()
 
     def attach(self) -> None:
-        """A stream opened. The first one subscribes to the activity signal, which
-        stays subscribed after (PostgreSQL's LISTEN starts with it: a server nobody
-        watches would otherwise receive, and drop, a notification for every commit of
-        the whole fleet). Every stream waits (briefly) until the signal hears other
-        processes. The first one also makes the thread look at the store at once, and
-        waits for that look: other processes' commits while nobody listened become one
-        event, which a client resuming with Last-Event-ID receives after its replay, and
-        every commit after the client saw `: connected` is compared against a state
-        from before it."""
+        """A stream opened. The first one starts the thread and subscribes to the
+        activity signal; both stay after it (PostgreSQL's LISTEN starts with the
+        subscription: a server nobody watches would otherwise receive, and drop, a
+        notification for every commit of the whole fleet). Every stream waits (briefly)
+        until the signal hears other processes. The first one also makes the thread look
+        at the store at once, and waits for that look: other processes' commits while
+        nobody listened become one event, which a client resuming with Last-Event-ID
+        receives after its replay, and every commit after the client saw `: connected`
+        is compared against a state from before it."""
         with self._lock:
-            if self._unsubscribe is None and not self._stop.is_set():
+            if self._thread is None and not self._stop.is_set():
+                self._thread = threading.Thread(target=self._run, name="headgate-sse",
+                                                daemon=True)
+                self._thread.start()
                 self._unsubscribe = self._hub.subscribe(self._on_activity)
         self._hub.listening(ATTACH_WAIT_S)
         with self._lock:
@@ -301,7 +303,9 @@ class EventBroadcaster:
         with self._lock:
             self._stop.set()
             unsubscribe, self._unsubscribe = self._unsubscribe, None
+            thread = self._thread
             self._lock.notify_all()
         if unsubscribe is not None:
             unsubscribe()
-        self._thread.join(2.0)
+        if thread is not None:
+            thread.join(2.0)

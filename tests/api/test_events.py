@@ -144,11 +144,13 @@ def test_the_broadcaster_subscribes_with_the_first_stream() -> None:
     started: list[float] = []
     hub = ActivityHub(lambda: started.append(time.monotonic()),
                       ready=lambda timeout: bool(started))
+    threads = set(threading.enumerate())
     broadcaster = EventBroadcaster(hub, coalesce_s=0.05)
     try:
         hub.publish({"before"})
         time.sleep(0.1)
         assert not started and broadcaster.last_id == broadcaster.base
+        assert set(threading.enumerate()) == threads  # no thread either
         first: Iterator[str] = stream(broadcaster, None, keepalive_s=0.2)
         assert next(first).startswith(": connected")
         second: Iterator[str] = stream(broadcaster, None, keepalive_s=0.2)
