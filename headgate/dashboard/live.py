@@ -49,6 +49,7 @@ log = logging.getLogger("headgate.dashboard.live")
 
 FRAME_INTERVAL_S = 0.25
 TICK_INTERVAL_S = 2.0
+LISTEN_WAIT_S = 2.0  # the longest a socket's attach waits for PostgreSQL's LISTEN
 MAX_TOPICS_PER_SOCKET = 200
 MAX_JOB_TOPICS = 500  # union over all sockets, per frame
 GOING_AWAY = 1001  # WebSocket close code: the server is going down
@@ -128,6 +129,9 @@ class LiveHub:
 
     # -- subscribers ----------------------------------------------------------------
     def attach(self, sub: Subscriber) -> None:
+        """The first socket subscribes (on PostgreSQL that starts the LISTEN); every one
+        waits, briefly, until other processes' commits are heard, so none made after the
+        socket opened goes unseen while the LISTEN connects."""
         with self._lock:
             if self._stopping:  # a socket opened after the stop began closes at once
                 sub.closed = sub.going_away = True
@@ -139,6 +143,7 @@ class LiveHub:
                 self._thread = threading.Thread(target=self._run, name="headgate-live",
                                                 daemon=True)
                 self._thread.start()
+        self.store.activity.listening(LISTEN_WAIT_S)
 
     def detach(self, sub: Subscriber) -> None:
         with self._lock:

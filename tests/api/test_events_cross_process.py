@@ -17,6 +17,7 @@ from test_events import SseReader, open_stream
 import headgate
 from headgate import Store
 from headgate.api.events import stream
+from headgate.dashboard import live
 from headgate.services.live import EventBroadcaster, ForeignChanges
 
 if TYPE_CHECKING:
@@ -78,6 +79,35 @@ def _queues_until(sse: SseReader, queue: str) -> list[str]:
             return queues
 
 
+def _listening_sessions(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND query ILIKE 'LISTEN%'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_the_consoles_first_socket_hears_other_processes_once_attached(
+        store: Store, store_url: str, backend: str) -> None:
+    """The console's hub starts the LISTEN with its first socket and waits for it: a
+    commit another process makes right after the socket opened is not lost to the
+    LISTEN's connecting."""
+    if backend != "pg":
+        pytest.skip("LISTEN is PostgreSQL's")
+    hub = live.LiveHub(store)
+    sub = live.Subscriber()
+    sub.topics = {"totals"}
+    try:
+        hub.attach(sub)
+        assert store.activity.listening(0)  # in place when attach returns, no wait left
+        assert _listening_sessions(store_url) == 1
+    finally:
+        hub.detach(sub)
+        hub.close_all()
+
+
 def test_a_server_listens_only_once_a_stream_is_open(servers: Servers,
                                                     backend: str) -> None:
     """PostgreSQL delivers every NOTIFY of the database to every LISTEN connection: a
@@ -85,23 +115,13 @@ def test_a_server_listens_only_once_a_stream_is_open(servers: Servers,
     for each commit of the whole fleet. Its LISTEN starts with the first stream."""
     if backend != "pg":
         pytest.skip("LISTEN is PostgreSQL's")
-    import psycopg
-
     api = servers.start()
-
-    def listening_sessions() -> int:
-        with psycopg.connect(servers.store_url) as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND query ILIKE 'LISTEN%'").fetchone()
-        return int(row[0]) if row else 0
-
     api.enqueue(queue="mail")
     assert api.get("/jobs?queue=mail").status_code == 200
-    assert listening_sessions() == 0
+    assert _listening_sessions(servers.store_url) == 0
     sse = _attached(api)
     try:
-        assert listening_sessions() == 1
+        assert _listening_sessions(servers.store_url) == 1
         _run(PRODUCER, servers.store_url, "elsewhere")
         assert _queues_until(sse, "elsewhere") == ["elsewhere"]
     finally:
