@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from headgate.core.clock import wall_ms
 from headgate.core.schema_constants import HISTORY_BUCKET_MS
 from headgate.store.activity import ActivityHub
 from headgate.store.port import Inspection
@@ -139,7 +140,7 @@ class EventBroadcaster:
                  poll_s: float = POLL_S) -> None:
         self.coalesce_s = coalesce_s
         self.poll_s = poll_s
-        self.base = int(time.time() * 1000) * 1000
+        self.base = wall_ms() * 1000
         self._last_id = self.base
         self._pending: set[str] = set()
         self._pending_since: float | None = None

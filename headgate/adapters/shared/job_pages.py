@@ -216,15 +216,9 @@ def _walk_end(conn: Connection, now: int, walked: JobFilter,
     `before` (in each branch: the highest of their ends). None when fewer are left: the
     walk then reaches the end."""
     where, params, branches = _parts(conn, now, walked, before, None)
-    if branches is None:
-        clause = " WHERE " + " AND ".join(where) if where else ""
-        row = conn.execute(fill(WALK_END, where=clause), (*params, SCAN_LIMIT - 1)).fetchone()
-        return None if row is None else str(row[0])
-    column, values = branches
-    where = [f"{column} = ?", *where]
-    sql = fill(WALK_END, where=" WHERE " + " AND ".join(where))
+    sql, values = _statement(WALK_END, where, branches)
     ends = [row[0] for v in values
-            if (row := conn.execute(sql, (v, *params, SCAN_LIMIT - 1)).fetchone()) is not None]
+            if (row := conn.execute(sql, (*v, *params, SCAN_LIMIT - 1)).fetchone()) is not None]
     return str(max(ends)) if ends else None
 
 
@@ -288,11 +282,20 @@ def _rows(conn: Connection, now: int, f: JobFilter, before: str | None, n: int,
     """The first `n` rows (`cols`, id first) matching `f`'s SQL filters with an id below
     `before` (and not below `end`), newest first."""
     where, params, branches = _parts(conn, now, f, before, end)
+    sql, values = _statement(PAGE, where, branches, columns=cols)
+    if branches is None:
+        return conn.execute(sql, (*params, n)).fetchall()
+    return merged(conn, sql, values, params, n, True)
+
+
+def _statement(template: str, where: list[str], branches: tuple[str, list[Any]] | None,
+               **fields: str) -> tuple[str, list[tuple]]:
+    """`template` filled with the clauses, and the values its leading placeholders take
+    per statement: one empty tuple without branches, else each branch's value (its
+    column's equality leads the clauses)."""
     if branches is None:
         clause = " WHERE " + " AND ".join(where) if where else ""
-        sql = fill(PAGE, columns=cols, where=clause)
-        return conn.execute(sql, (*params, n)).fetchall()
+        return fill(template, where=clause, **fields), [()]
     column, values = branches
     where = [f"{column} = ?", *where]
-    sql = fill(PAGE, columns=cols, where=" WHERE " + " AND ".join(where))
-    return merged(conn, sql, [(v,) for v in values], params, n, True)
+    return fill(template, where=" WHERE " + " AND ".join(where), **fields), [(v,) for v in values]
