@@ -33,6 +33,7 @@ from . import (  # noqa: F401
     periodic,
     policy,
     queues,
+    shortcut,
     system,
     worker_protocol,
     workers,
@@ -46,8 +47,10 @@ from .metrics import METRICS_KEY, Metrics, ops_bp
 # A 1 MiB payload is ~1.4 MB of base64; the rest of an envelope fits in the margin.
 MAX_CONTENT_LENGTH = 2 * 1024 * 1024 + 256 * 1024
 
-__all__ = ["ApiHooks", "MAX_CONTENT_LENGTH", "bp", "init_app", "on_stopping", "on_store_ready",
-           "shutdown"]
+__all__ = ["ApiHooks", "MAX_CONTENT_LENGTH", "arm_enqueue_shortcut", "bp", "init_app",
+           "on_stopping", "on_store_ready", "shutdown"]
+
+arm_enqueue_shortcut = shortcut.arm
 
 
 def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None, *,
@@ -68,6 +71,7 @@ def init_app(app: flask.Flask, settings: Settings, hooks: ApiHooks | None = None
     # Names holding `/` are one path segment when sent as `%2F` (headgate/web/segments.py).
     app.url_map.converters["segment"] = Segment
     app.url_map.converters["job_id"] = jobs.JobId
+    shortcut.install(app)  # innermost: armed once the app is complete
     app.wsgi_app = keep_encoded_slashes(app.wsgi_app)  # type: ignore[method-assign]
     # Every answer under /api/ is JSON or empty: no slash-merging redirect, no OPTIONS.
     app.before_request(api_path_checks)

@@ -97,6 +97,12 @@ class TokenSet:
         return found
 
 
+def bearer_caller(tokens: TokenSet, header: str) -> Caller | None:
+    """The caller an Authorization header's bearer token names, if any."""
+    scheme, _, value = header.partition(" ")
+    return tokens.match(value.strip()) if scheme.lower() == "bearer" else None
+
+
 def authenticate(tokens: TokenSet) -> Caller:
     """The caller of the current request, or ApiError 401."""
     if not tokens.enabled:
@@ -107,13 +113,12 @@ def authenticate(tokens: TokenSet) -> Caller:
         raise ApiError(401, "API tokens are not accepted in query strings; "
                             "send Authorization: Bearer <token>", headers=challenge)
     header = request.headers.get("Authorization", "")
-    scheme, _, value = header.partition(" ")
     if not header:
         raise ApiError(401, "missing bearer token", headers=challenge)
     if wait := auth_throttle.wait_s():
         raise ApiError(429, f"too many failed token attempts; retry in {wait} s",
                        headers={"Retry-After": str(wait)})
-    caller = tokens.match(value.strip()) if scheme.lower() == "bearer" else None
+    caller = bearer_caller(tokens, header)
     if caller is None:
         auth_throttle.record_failure()
         raise ApiError(401, "invalid bearer token", headers=challenge)

@@ -56,20 +56,23 @@ _unreleased_lock = threading.Lock()
 
 def scope_key(key: str) -> str:
     request = flask.request
-    parts = (
-        caller().identity,
-        request.method,
-        request.path,
-        request.query_string.decode("latin-1"),
-        key,
-    )
+    return scope_of(caller().identity, request.method, request.path,
+                    request.query_string.decode("latin-1"), key)
+
+
+def scope_of(identity: str, method: str, path: str, query: str, key: str) -> str:
+    parts = (identity, method, path, query, key)
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def request_hash() -> str:
     request = flask.request
-    digest = hashlib.sha256(request.mimetype.encode("latin-1", "replace") + b"\n")
-    digest.update(request.get_data(cache=True))
+    return hash_of(request.mimetype, request.get_data(cache=True))
+
+
+def hash_of(mimetype: str, body: bytes) -> str:
+    digest = hashlib.sha256(mimetype.encode("latin-1", "replace") + b"\n")
+    digest.update(body)
     return digest.hexdigest()
 
 

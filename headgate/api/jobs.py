@@ -28,6 +28,7 @@ from headgate.services.forecasting import Forecaster
 from headgate.web.segments import Segment
 
 from . import idempotency
+from .auth import Caller
 from .blueprint import bp, json_response, no_content
 from .context import (
     api_state,
@@ -200,10 +201,9 @@ ENQUEUE_FIELDS = (
 DEFAULTED_ZEROES: dict[str, object] = {"queue": "", "max_attempts": 0}
 
 
-def _idem_unique_key(key: str) -> bytes:
+def idem_unique_key(key: str, who: Caller) -> bytes:
     """The Idempotency-Key as the dedup key. Namespaced by the caller when callers are
     authenticated, so one caller's key can never reveal another caller's job id."""
-    who = caller()
     prefix = f"idem:{who.identity}:" if who.authenticated else "idem:"
     return (prefix + key).encode("utf-8", "surrogateescape")
 
@@ -278,6 +278,13 @@ def _enqueue_claimed_first() -> flask.Response:
 def _enqueue_envelope() -> tuple[Envelope, bool]:
     """The request's envelope, and whether its unique key is the Idempotency-Key."""
     b = json_body(*ENQUEUE_FIELDS)
+    with producer_call():
+        return enqueue_envelope(b, idempotency_key(), caller())
+
+
+def enqueue_envelope(b: dict[str, Any], key: str, who: Caller) -> tuple[Envelope, bool]:
+    """The envelope of an enqueue body's fields (`read_fields` of ENQUEUE_FIELDS), and
+    whether its unique key is the Idempotency-Key `key`."""
     if b["weight"] == 0:
         raise ApiError(400, "weight must be >= 1")
     if (b["unique_replace"] or 0) != 0 and b["unique_key"] is None:
@@ -287,9 +294,7 @@ def _enqueue_envelope() -> tuple[Envelope, bool]:
     # The Idempotency-Key IS the dedup key when the caller supplies no unique_key of
     # their own: a retried POST joins the first job instead of creating a second.
     idem_backed = caller_unique is None
-    unique_key = caller_unique if caller_unique is not None else _idem_unique_key(
-        idempotency_key()
-    )
+    unique_key = caller_unique if caller_unique is not None else idem_unique_key(key, who)
     job_id = b["id"] if b["id"] is not None else new_id()
     fields: dict[str, Any] = {
         "id": job_id,
@@ -313,8 +318,7 @@ def _enqueue_envelope() -> tuple[Envelope, bool]:
                  "unique_debounce_ms", "max_attempts", "retention_ms"):
         if b[name] is not None:
             fields[name] = b[name]
-    with producer_call():
-        return Envelope(**fields), idem_backed
+    return Envelope(**fields), idem_backed
 
 
 @bp.get("/jobs/counts")

@@ -110,7 +110,11 @@ def parse_json_document() -> Any:
     if not is_json_mimetype(request.mimetype):
         # A proxy that strips Content-Type must not be answered with a silent success.
         raise ApiError(415, "expected Content-Type: application/json")
-    raw = request.get_data(cache=True)
+    return parse_json_bytes(request.get_data(cache=True))
+
+
+def parse_json_bytes(raw: bytes) -> Any:
+    """A JSON document from a body's bytes, or the 400 `bad json` rejection."""
     try:
         value = json.loads(raw.decode("utf-8"), object_pairs_hook=_object_pairs,
                            parse_constant=_reject_constant)
@@ -123,10 +127,11 @@ def parse_json_document() -> Any:
 def json_body(*fields: Field) -> dict[str, Any]:
     """Parse the body into the declared fields (unknown fields are ignored, so
     older servers accept newer clients' bodies)."""
-    return _struct(parse_json_document(), fields)
+    return read_fields(parse_json_document(), fields)
 
 
-def _struct(value: Any, fields: tuple[Field, ...] | Iterable[Field]) -> dict[str, Any]:
+def read_fields(value: Any, fields: tuple[Field, ...] | Iterable[Field]) -> dict[str, Any]:
+    """A parsed document's declared fields, coerced, or the 422 rejection."""
     fields = tuple(fields)
     if not isinstance(value, dict):
         raise ApiError(422, INVALID_BODY)
@@ -176,7 +181,7 @@ def _coerce(value: Any, f: Field) -> Any:
     elif kind == "number":
         ok = isinstance(value, int | float) and not isinstance(value, bool)
     elif kind == "object":
-        return _struct(value, f.fields)
+        return read_fields(value, f.fields)
     else:  # pragma: no cover - a declaration bug, not input
         raise AssertionError(f"unknown field type {kind}")
     if not ok:

@@ -93,6 +93,8 @@ def create_app(
 
     # /api/v1/healthz is the API blueprint's own route.
     app.add_url_rule("/healthz", "healthz", _healthz)
+    # Last: the shortcut serves only while the app stays as assembled here.
+    api.arm_enqueue_shortcut(app)
     return app
 
 

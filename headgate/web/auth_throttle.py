@@ -71,6 +71,10 @@ def install(app: flask.Flask, limit: int) -> FailedAttempts:
     return counter
 
 
+def counter(app: flask.Flask) -> FailedAttempts | None:
+    return app.extensions.get(_EXTENSION)  # type: ignore[no-any-return]
+
+
 def wait_s() -> int:
     """Seconds the current request's address must wait before its token is looked at;
     0 when it may try (or when the app counts nothing)."""
