@@ -1,7 +1,8 @@
 """Helpers several test modules share: polling for a condition, the `headgate` command
 of this interpreter, PostgreSQL databases for tests and pg_ctl on the throw-away cluster
 scripts/test.sh sets up, the statements a SQLite store runs with their query plans, the
-console app the console tests drive, and a TCP relay that loses answers on purpose.
+console app the console tests drive (served on a real socket, its threads stopped after),
+and a TCP relay that loses answers on purpose.
 Tests import helpers from here, never from a conftest.py: every folder's conftest is a
 module named `conftest`, and the last one imported would answer for all of them."""
 
@@ -25,6 +26,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import flask
 
+import headgate.api
+import headgate.dashboard
 from headgate import Client, Envelope, open_store
 from headgate.core import Outcome
 from headgate.core.job import AckRequest
@@ -232,6 +235,35 @@ def console_app(store: Any, db: str, **settings: Any) -> flask.Flask:
                      background=False)
     app.config["TESTING"] = True
     return app
+
+
+def stop_app(app: flask.Flask) -> None:
+    """Stop the threads `app` started: the API's event broadcaster and operations runner,
+    the console's live hub and its sockets' readers. The process goes on after a test,
+    so they would too (tests/conftest.py fails a test that leaves one running)."""
+    headgate.api.shutdown(app)
+    headgate.dashboard.shutdown(app)
+
+
+@contextmanager
+def serving(app: flask.Flask) -> Iterator[int]:
+    """`app` on a real socket (werkzeug's server, a thread per request, WebSockets too):
+    its port. On the way out the app's threads are stopped, then the server."""
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01},
+                              daemon=True)
+    thread.start()
+    try:
+        yield server.server_port
+    finally:
+        try:
+            stop_app(app)
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(5)
 
 
 class TcpRelay:

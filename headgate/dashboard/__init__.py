@@ -44,4 +44,12 @@ def on_stopping(app: flask.Flask) -> None:
     live.close_sockets(app)
 
 
-__all__ = ["bp", "init_app", "on_stopping"]
+def shutdown(app: flask.Flask, timeout: float = 5.0) -> bool:
+    """Stop the console's threads: close the live sockets (as `on_stopping`) and wait,
+    up to `timeout`, for the live hub's thread and the sockets' readers to end; whether
+    they did. For an app shut down in a process that goes on (an embedding app, tests):
+    a stopping server's process exits anyway."""
+    return live.stop(app, timeout)
+
+
+__all__ = ["bp", "init_app", "on_stopping", "shutdown"]

@@ -30,6 +30,7 @@ import queue as queue_mod
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -50,6 +51,9 @@ log = logging.getLogger("headgate.dashboard.live")
 FRAME_INTERVAL_S = 0.25
 TICK_INTERVAL_S = 2.0
 LISTEN_WAIT_S = 2.0  # the longest a socket's attach waits for PostgreSQL's LISTEN
+# How soon a socket's reader notices that this side closed the socket: a close of ours
+# does not wake a receive() waiting for the peer (simple_websocket), only its timeout does.
+READ_POLL_S = 0.5
 MAX_TOPICS_PER_SOCKET = 200
 MAX_JOB_TOPICS = 500  # union over all sockets, per frame
 GOING_AWAY = 1001  # WebSocket close code: the server is going down
@@ -94,6 +98,7 @@ class Subscriber:
         self.inbox: queue_mod.SimpleQueue[str | None] = queue_mod.SimpleQueue()
         self.closed = False
         self.going_away = False  # closed by the hub because the server is stopping
+        self.reader: threading.Thread | None = None  # the socket's receiving thread
 
     def offer(self, frame: dict[str, Any]) -> None:
         mine = {t: v for t, v in frame.items() if t in self.topics}
@@ -125,6 +130,8 @@ class LiveHub:
             store.change_token if store.capabilities().change_token else None)
         self._last_version: object = None
         self._stopping = False
+        # The sockets' reader threads, so that stop() can wait for them too.
+        self._readers: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
         self.frames = 0  # for tests and diagnostics
 
     # -- subscribers ----------------------------------------------------------------
@@ -133,6 +140,8 @@ class LiveHub:
         waits, briefly, until other processes' commits are heard, so none made after the
         socket opened goes unseen while the LISTEN connects."""
         with self._lock:
+            if sub.reader is not None:
+                self._readers.add(sub.reader)
             if self._stopping:  # a socket opened after the stop began closes at once
                 sub.closed = sub.going_away = True
                 return
@@ -148,6 +157,9 @@ class LiveHub:
     def detach(self, sub: Subscriber) -> None:
         with self._lock:
             self._subs.discard(sub)
+            last = not self._subs
+        if last:
+            self._wake.set()  # the thread ends now, not at its next tick
 
     def close_all(self) -> None:
         """End every socket's handler (and refuse new ones): the server is stopping."""
@@ -157,6 +169,23 @@ class LiveHub:
         for sub in subs:
             sub.closed = sub.going_away = True
             sub.event.set()
+
+    def stop(self, timeout: float) -> bool:
+        """`close_all`, then wait up to `timeout` for the sockets' readers and the hub's
+        thread to end (the thread ends when the last socket's handler has left): whether
+        all did. Closing alone leaves them to end in their own time, which an app shut
+        down in a process that goes on (an embedding app, a test) would not wait for."""
+        self.close_all()
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            readers = list(self._readers)
+        for reader in readers:
+            reader.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:  # no new thread starts once stopping
+            thread = self._thread
+        if thread is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(t is not None and t.is_alive() for t in [*readers, thread])
 
     def _on_activity(self, queues: frozenset[str]) -> None:
         # Called on the committing thread: only flag and wake, never read here.
@@ -174,6 +203,8 @@ class LiveHub:
                     self._thread = None
                     return
             self._wake.wait(timeout=max(0.05, TICK_INTERVAL_S - (time.monotonic() - last_tick)))
+            if not self._subs:
+                continue  # the last socket left: end (above) without a frame
             # Coalesce: a burst of commits within one interval becomes one frame.
             wait = FRAME_INTERVAL_S - (time.monotonic() - last_frame)
             if wait > 0:
@@ -309,6 +340,15 @@ def close_sockets(app: flask.Flask) -> None:
         hub.close_all()
 
 
+def stop(app: flask.Flask, timeout: float) -> bool:
+    """`close_sockets`, then wait up to `timeout` for the app's live threads to end
+    (`LiveHub.stop`): whether they did."""
+    close_sockets(app)
+    with _hub_lock:
+        hub = app.extensions.get(_HUB_KEY)
+    return hub is None or hub.stop(timeout)
+
+
 def hub_for(app: flask.Flask) -> LiveHub:
     with _hub_lock:
         hub = app.extensions.get(_HUB_KEY)
@@ -373,7 +413,7 @@ def live(ws: Any) -> None:
     def reader() -> None:
         try:
             while True:
-                msg = ws.receive()
+                msg = ws.receive(timeout=READ_POLL_S)  # raises once the socket is closed
                 if msg is None:
                     continue
                 sub.inbox.put(msg if isinstance(msg, str) else msg.decode("utf-8", "replace"))
@@ -384,7 +424,8 @@ def live(ws: Any) -> None:
             sub.closed = True
             sub.event.set()
 
-    threading.Thread(target=reader, name="headgate-live-reader", daemon=True).start()
+    sub.reader = threading.Thread(target=reader, name="headgate-live-reader", daemon=True)
+    sub.reader.start()
     hub.attach(sub)
     sent: dict[str, str] = {}
     query = JobQuery()

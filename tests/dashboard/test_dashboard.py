@@ -5,6 +5,7 @@ browser-level behaviour is in e2e/.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import re
@@ -14,9 +15,10 @@ from typing import Any
 
 import flask
 import pytest
-from support import console_app, wait_for
+from support import console_app, serving, wait_for
 
 import headgate
+import headgate.dashboard
 from headgate.core import Explanation, Outcome, State
 from headgate.core.records import WorkerBeat
 from headgate.dashboard import live, present
@@ -511,16 +513,13 @@ def test_an_empty_page_subscribes_to_the_rows_it_will_show(store: Any, db: str, 
                                                            topic: str) -> None:
     """The first queue or rate class appears on a page opened while there were none."""
     from simple_websocket import Client as WsClient
-    from werkzeug.serving import make_server
 
     app = create_app(store, config=Settings(sqlite_path=db), background=False)
     body = text_of(app.test_client().get(url))
     topics = sorted(set(re.findall(r'data-topic="([^"]*)"', body)))
     assert topic in topics
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        ws = WsClient.connect(f"ws://127.0.0.1:{server.server_port}/live?page=x")
+    with serving(app) as port:
+        ws = WsClient.connect(f"ws://127.0.0.1:{port}/live?page=x")
         ws.send(json.dumps({"topics": topics, "query": ""}))
         time.sleep(0.3)
         store.upsert_rate_class("first class", 5, 1000)
@@ -531,8 +530,6 @@ def test_an_empty_page_subscribes_to_the_rows_it_will_show(store: Any, db: str, 
         while time.monotonic() < deadline and name not in got:
             got = ws.receive(timeout=1) or ""
         ws.close()
-    finally:
-        server.shutdown()
     assert f'data-topic="{topic}" hx-swap-oob="true"' in got and name in got
 
 
@@ -573,6 +570,7 @@ def test_hub_coalesces_bursts_and_reads_once_per_frame(store: Any) -> None:
         store.counts = original  # type: ignore[method-assign]
         for sub in subs:
             hub.detach(sub)
+        hub.stop(5)
 
 
 def test_hub_pushes_a_commit_made_by_another_process(store: Any, db: str) -> None:
@@ -592,19 +590,16 @@ def test_hub_pushes_a_commit_made_by_another_process(store: Any, db: str) -> Non
                  3 * live.TICK_INTERVAL_S, "the other process's job in the totals")
     finally:
         hub.detach(sub)
+        hub.stop(5)
         other.close()
 
 
 def test_websocket_pushes_a_count_change_after_an_enqueue(store: Any, db: str) -> None:
     from simple_websocket import Client as WsClient
-    from werkzeug.serving import make_server
 
     app = create_app(store, config=Settings(sqlite_path=db), background=False)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        ws = WsClient.connect(f"ws://127.0.0.1:{server.server_port}/live?page=overview")
+    with serving(app) as port:
+        ws = WsClient.connect(f"ws://127.0.0.1:{port}/live?page=overview")
         ws.send(json.dumps({"topics": ["totals"], "query": ""}))
         time.sleep(0.3)
         headgate.Client(store).enqueue("fresh", b"", queue="live-q")
@@ -615,8 +610,6 @@ def test_websocket_pushes_a_count_change_after_an_enqueue(store: Any, db: str) -
         assert 'id="totals"' in got and 'hx-swap-oob="true"' in got
         assert re.search(r'<span class="big">1</span><span class="label">waiting', got)
         ws.close()
-    finally:
-        server.shutdown()
 
 
 def test_stopping_closes_live_sockets_going_away_and_refuses_new_ones(
@@ -624,14 +617,10 @@ def test_stopping_closes_live_sockets_going_away_and_refuses_new_ones(
 ) -> None:
     from simple_websocket import Client as WsClient
     from simple_websocket import ConnectionClosed
-    from werkzeug.serving import make_server
 
     app = create_app(store, config=Settings(sqlite_path=db), background=False)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    url = f"ws://127.0.0.1:{server.server_port}/live?page=overview"
-    try:
+    with serving(app) as port:
+        url = f"ws://127.0.0.1:{port}/live?page=overview"
         ws = WsClient.connect(url)
         ws.send(json.dumps({"topics": ["totals"], "query": ""}))
         time.sleep(0.3)
@@ -647,8 +636,48 @@ def test_stopping_closes_live_sockets_going_away_and_refuses_new_ones(
             while True:
                 late.receive(timeout=5)
         assert refused.value.reason == 1001
-    finally:
-        server.shutdown()
+
+
+def test_shutting_the_console_down_ends_its_live_threads(store: Any, db: str) -> None:
+    """`dashboard.shutdown` returns once the live hub's thread and every socket's reader
+    have ended, pages still open. Closing the sockets alone left each reader waiting for
+    its peer, and the hub's thread for its next tick: threads running on in a process
+    that goes on after the app (an embedding app, a test run)."""
+    from simple_websocket import Client as WsClient
+    from simple_websocket import ConnectionClosed
+
+    before = set(threading.enumerate())
+
+    def live_threads() -> list[str]:
+        return sorted(t.name for t in set(threading.enumerate()) - before
+                      if t.name.startswith("headgate-live") and t.is_alive())
+
+    app = create_app(store, config=Settings(sqlite_path=db), background=False)
+    pages: list[Any] = []
+    with serving(app) as port:
+        try:
+            for _ in range(2):
+                pages.append(WsClient.connect(f"ws://127.0.0.1:{port}/live?page=overview"))
+                pages[-1].send(json.dumps({"topics": ["totals"], "query": ""}))
+            time.sleep(0.3)
+            headgate.Client(store).enqueue("fresh", b"", queue="live-q")
+            for ws in pages:
+                assert 'id="totals"' in (ws.receive(timeout=5) or "")  # the pages are served
+            assert live_threads() == ["headgate-live", "headgate-live-reader",
+                                      "headgate-live-reader"]
+            started = time.monotonic()
+            assert headgate.dashboard.shutdown(app, timeout=5)
+            assert live_threads() == []
+            assert time.monotonic() - started < 3.0  # not the 5 s allowed
+            for ws in pages:
+                with pytest.raises(ConnectionClosed) as closed:
+                    while True:
+                        ws.receive(timeout=5)
+                assert closed.value.reason == 1001
+        finally:
+            for ws in pages:  # a client's thread is not a daemon: it would hold pytest up
+                with contextlib.suppress(ConnectionClosed):
+                    ws.close()
 
 
 def test_idempotency_key_makes_a_double_click_act_once(store: Any, client: Any) -> None:
