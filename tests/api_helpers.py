@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 import requests
+from support import stop_app
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler
 
 import headgate
-import headgate.api
 from headgate.services.config import Settings
 from headgate.store.port import Store
 from headgate.web import create_app
@@ -140,7 +140,7 @@ class Servers:
 
     def stop_all(self) -> None:
         for server, thread, app, store, own in reversed(self._running):
-            headgate.api.shutdown(app)
+            stop_app(app)
             server.shutdown()
             server.server_close()
             thread.join(5)

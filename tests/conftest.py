@@ -29,10 +29,28 @@ LISTEN_THREADS = frozenset({"headgate-listen", "headgate-finished"})
 # How long a LISTEN thread a test leaves behind may take to end: a closed store's thread
 # stuck connecting ends after the connect timeout (5 s). Spent only when one is left.
 LISTEN_THREAD_GRACE_S = 7.0
+# The threads an app starts when first needed and keeps until it is shut down: the
+# console's live hub and its sockets' readers (headgate/dashboard/live.py), the API's
+# event broadcaster (headgate/services/live.py). One a test leaves running goes on
+# reading (or waiting on) the test's store, closed or dropped by then, for the rest of
+# the run.
+LIVE_THREADS = frozenset({"headgate-live", "headgate-live-reader", "headgate-sse"})
+# How long such a thread may take to end: a socket's reader notices its socket closed
+# within live.READ_POLL_S (0.5 s), the hub its last socket gone within a frame (0.25 s).
+# Spent only when one is left.
+LIVE_THREAD_GRACE_S = 3.0
 
 
-def _listen_threads() -> set[threading.Thread]:
-    return {t for t in threading.enumerate() if t.name in LISTEN_THREADS and t.is_alive()}
+def _threads(names: frozenset[str]) -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name in names and t.is_alive()}
+
+
+def _still_running(left: set[threading.Thread], grace_s: float) -> list[str]:
+    """The names of the threads of `left` still running after `grace_s` (shared)."""
+    deadline = time.monotonic() + grace_s
+    for thread in left:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return sorted(t.name for t in left if t.is_alive())
 
 
 @pytest.fixture(autouse=True)
@@ -40,19 +58,33 @@ def _no_listen_thread_left() -> Iterator[None]:
     """Fails a test that leaves a LISTEN thread it started running: a store it opened
     (itself, or through an App, a client or a server it made) was never closed. Set up
     before, so torn down after, the test's other function-scoped fixtures."""
-    before = _listen_threads()
+    before = _threads(LISTEN_THREADS)
     yield
-    left = _listen_threads() - before
+    left = _threads(LISTEN_THREADS) - before
     if not left:
         return
-    deadline = time.monotonic() + LISTEN_THREAD_GRACE_S
-    for thread in left:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    alive = sorted(t.name for t in left if t.is_alive())
+    alive = _still_running(left, LISTEN_THREAD_GRACE_S)
     if alive:
         pytest.fail(f"the test left PostgreSQL LISTEN threads running ({', '.join(alive)}): "
                     "close the store it opened (or the App/client/server that opened it)",
                     pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_live_thread_left() -> Iterator[None]:
+    """Fails a test that leaves a live-update thread it started running: an app it built
+    (or a LiveHub) started one, for a live socket or an event stream, and was never shut
+    down. Set up before, so torn down after, the test's other function-scoped fixtures."""
+    before = _threads(LIVE_THREADS)
+    yield
+    left = _threads(LIVE_THREADS) - before
+    if not left:
+        return
+    alive = _still_running(left, LIVE_THREAD_GRACE_S)
+    if alive:
+        pytest.fail(f"the test left live-update threads running ({', '.join(alive)}): "
+                    "shut the app down (support.stop_app, or support.serving for a served "
+                    "one; LiveHub.stop for a hub of its own)", pytrace=False)
 
 
 @pytest.fixture(scope="session", name="pg_template")

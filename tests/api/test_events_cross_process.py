@@ -105,7 +105,7 @@ def test_the_consoles_first_socket_hears_other_processes_once_attached(
         assert _listening_sessions(store_url) == 1
     finally:
         hub.detach(sub)
-        hub.close_all()
+        hub.stop(5)
 
 
 def test_a_server_listens_only_once_a_stream_is_open(servers: Servers,

@@ -47,6 +47,7 @@ import requests
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import serving, stop_app
 
 import headgate
 from headgate.api import auth as api_auth
@@ -623,25 +624,14 @@ def test_a_cross_origin_websocket_cannot_read_the_live_console(
 ) -> None:
     """Browsers let any site open a WebSocket to 127.0.0.1 (no same-origin policy for
     WebSockets): without tokens the handshake must come from the console's own origin."""
-    from werkzeug.serving import make_server
-
-    app = make_app(sqlite_store, db)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    import threading
-
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    port = server.server_port
-    here = f"127.0.0.1:{port}"
-    try:
+    with serving(make_app(sqlite_store, db)) as port:
+        here = f"127.0.0.1:{port}"
         assert _ws_handshake(port, here, f"http://{here}") == 101
         assert _ws_handshake(port, here, None) == 101  # not a browser: no CSRF vector
         assert _ws_handshake(port, here, "https://attacker.example") == 403
         assert _ws_handshake(port, here, "null") == 403
         assert _ws_handshake(port, here, f"http://127.0.0.1:{port + 1}") == 403
         assert _ws_handshake(port, "attacker.example", "http://attacker.example") == 403
-    finally:
-        server.shutdown()
 
 
 # -- 3. CSRF -------------------------------------------------------------------------------
@@ -713,16 +703,20 @@ def test_api_mutations_need_headers_a_cross_site_form_cannot_send(
 
 
 def test_no_cors_is_ever_granted(sqlite_store: Any, db: str) -> None:
-    client = make_app(sqlite_store, db).test_client()
+    app = make_app(sqlite_store, db)
+    client = app.test_client()
     evil = {"Origin": "https://evil.example"}
     preflight = client.options("/api/v1/jobs", headers={
         **evil, "Access-Control-Request-Method": "POST",
         "Access-Control-Request-Headers": "idempotency-key, content-type"})
     assert not any(h.lower().startswith("access-control-") for h, _ in preflight.headers.items())
-    for path in ("/api/v1/jobs", "/api/v1/events", "/", "/api/v1/openapi.json"):
-        resp = client.get(path, headers=evil, buffered=path != "/api/v1/events")
-        assert "Access-Control-Allow-Origin" not in resp.headers, path
-        resp.close()
+    try:
+        for path in ("/api/v1/jobs", "/api/v1/events", "/", "/api/v1/openapi.json"):
+            resp = client.get(path, headers=evil, buffered=path != "/api/v1/events")
+            assert "Access-Control-Allow-Origin" not in resp.headers, path
+            resp.close()
+    finally:
+        stop_app(app)  # the event stream started the broadcaster's thread
 
 
 def test_the_session_cookie_never_holds_the_token(sqlite_store: Any, db: str) -> None:

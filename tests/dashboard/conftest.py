@@ -10,7 +10,7 @@ from typing import Any
 
 import flask
 import pytest
-from support import console_app
+from support import console_app, stop_app
 
 import headgate
 
@@ -28,8 +28,10 @@ def store(db: str) -> Iterator[Any]:
 
 
 @pytest.fixture
-def app(store: Any, db: str) -> flask.Flask:
-    return console_app(store, db)
+def app(store: Any, db: str) -> Iterator[flask.Flask]:
+    app = console_app(store, db)
+    yield app
+    stop_app(app)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import threading
 import time
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 from markupsafe import escape
+from support import serving
 
 import headgate
 from headgate.core import Outcome
@@ -77,21 +77,16 @@ def test_a_schedule_payload_no_page_can_pretty_print_keeps_the_edit_form_up(
 
 def test_the_live_sheet_of_such_a_job_still_arrives(store: Any, app: Any) -> None:
     from simple_websocket import Client as WsClient
-    from werkzeug.serving import make_server
 
     job_id = finished_with(store, "r", result=SURROGATE, output=DEEP)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        ws = WsClient.connect(f"ws://127.0.0.1:{server.server_port}/live?page=jobs")
+    with serving(app) as port:
+        ws = WsClient.connect(f"ws://127.0.0.1:{port}/live?page=jobs")
         ws.send(json.dumps({"topics": [f"sheet:{job_id}"], "query": f"?job={job_id}"}))
         deadline = time.monotonic() + 8  # the sheet topic refreshes on the 2 s tick
         got = ""
         while time.monotonic() < deadline and 'id="sheet-body"' not in got:
             got = ws.receive(timeout=1) or ""
         ws.close()
-    finally:
-        server.shutdown()
     assert 'id="sheet-body"' in got
     assert shown(SURROGATE) in got
 
