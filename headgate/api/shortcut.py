@@ -24,10 +24,11 @@ import io
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import flask
 from flask import signals
+from flask.json.provider import DefaultJSONProvider
 from werkzeug.http import parse_options_header
 
 from headgate.core import HeadgateError
@@ -82,8 +83,9 @@ class EnqueueShortcut:
         when the app's configuration rules the shortcut out altogether."""
         app = self.app
         config = app.config
+        # A provider of the embedding's own may answer in its own way (response()).
         if (app.debug or config.get("SERVER_NAME") or config.get("TRUSTED_HOSTS")
-                or app.json.compact is False):
+                or type(app.json) is not DefaultJSONProvider or app.json.compact is False):
             return None
         hooks = (app.before_request_funcs, app.after_request_funcs,
                  app.teardown_request_funcs, app.url_value_preprocessors)
@@ -170,9 +172,10 @@ class EnqueueShortcut:
         except (ApiError, HeadgateError):
             return None
         app = self.app
+        provider = cast(DefaultJSONProvider, app.json)  # as shape() requires
         # As the provider's response() writes it outside debug mode.
-        body = (app.json.dumps({"id": env.id}, separators=(",", ":")) + "\n").encode()
-        answer = (201, {"Content-Type": app.json.mimetype}, body)
+        body = (provider.dumps({"id": env.id}, separators=(",", ":")) + "\n").encode()
+        answer = (201, {"Content-Type": provider.mimetype}, body)
         scope = idempotency.scope_of(who.identity, "POST", PATH, "", key)
         try:
             done = get_store(app).enqueue_keyed(
@@ -182,7 +185,7 @@ class EnqueueShortcut:
         if not done.ids:  # the key's record, or its job held the key: nothing written
             return None
         self._observe(201, started)
-        return "201 CREATED", [("Content-Type", app.json.mimetype),
+        return "201 CREATED", [("Content-Type", provider.mimetype),
                                ("Content-Length", str(len(body)))], body
 
     def _error(self, environ: dict[str, Any], exc: HeadgateError, started: float

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import flask
 import pytest
+from flask.json.provider import DefaultJSONProvider
 
 from headgate.services.config import Settings
 
@@ -190,3 +191,16 @@ def test_its_answers_are_counted_in_the_latency_metric(api: Api) -> None:
         m.group(1): float(m.group(2)) for m in re.finditer(
             r'headgate_http_request_duration_seconds_count\{([^}]*)\} (\S+)', text)}
     assert counted['endpoint="api.enqueue",method="POST",status="201"'] == 3.0
+
+
+def test_an_app_with_a_json_provider_of_its_own_reaches_the_route(
+        make_api: Callable[..., Api]) -> None:
+    class Pretty(DefaultJSONProvider):
+        compact = False
+
+    api = make_api()
+    api.app.json = Pretty(api.app)
+    seen = route_calls(api)
+    r = api.post("/jobs", json=BODY)
+    assert r.status_code == 201 and b'{\n  "id": ' in r.content
+    assert seen == ["/api/v1/jobs"]
