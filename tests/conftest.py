@@ -53,21 +53,26 @@ def _still_running(left: set[threading.Thread], grace_s: float) -> list[str]:
     return sorted(t.name for t in left if t.is_alive())
 
 
+def _none_left(names: frozenset[str], grace_s: float, what: str, advice: str
+               ) -> Iterator[None]:
+    """Fails the test if threads named `names` that it started are still running
+    `grace_s` after it."""
+    before = _threads(names)
+    yield
+    left = _threads(names) - before
+    alive = _still_running(left, grace_s) if left else []
+    if alive:
+        pytest.fail(f"the test left {what} running ({', '.join(alive)}): {advice}",
+                    pytrace=False)
+
+
 @pytest.fixture(autouse=True)
 def _no_listen_thread_left() -> Iterator[None]:
     """Fails a test that leaves a LISTEN thread it started running: a store it opened
     (itself, or through an App, a client or a server it made) was never closed. Set up
     before, so torn down after, the test's other function-scoped fixtures."""
-    before = _threads(LISTEN_THREADS)
-    yield
-    left = _threads(LISTEN_THREADS) - before
-    if not left:
-        return
-    alive = _still_running(left, LISTEN_THREAD_GRACE_S)
-    if alive:
-        pytest.fail(f"the test left PostgreSQL LISTEN threads running ({', '.join(alive)}): "
-                    "close the store it opened (or the App/client/server that opened it)",
-                    pytrace=False)
+    yield from _none_left(LISTEN_THREADS, LISTEN_THREAD_GRACE_S, "PostgreSQL LISTEN threads",
+                          "close the store it opened (or the App/client/server that opened it)")
 
 
 @pytest.fixture(autouse=True)
@@ -75,16 +80,9 @@ def _no_live_thread_left() -> Iterator[None]:
     """Fails a test that leaves a live-update thread it started running: an app it built
     (or a LiveHub) started one, for a live socket or an event stream, and was never shut
     down. Set up before, so torn down after, the test's other function-scoped fixtures."""
-    before = _threads(LIVE_THREADS)
-    yield
-    left = _threads(LIVE_THREADS) - before
-    if not left:
-        return
-    alive = _still_running(left, LIVE_THREAD_GRACE_S)
-    if alive:
-        pytest.fail(f"the test left live-update threads running ({', '.join(alive)}): "
-                    "shut the app down (support.stop_app, or support.serving for a served "
-                    "one; LiveHub.stop for a hub of its own)", pytrace=False)
+    yield from _none_left(LIVE_THREADS, LIVE_THREAD_GRACE_S, "live-update threads",
+                          "shut the app down (support.stop_app, or support.serving for a "
+                          "served one; LiveHub.stop for a hub of its own)")
 
 
 @pytest.fixture(scope="session", name="pg_template")
