@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import flask
+from werkzeug.serving import make_server
 
 import headgate.api
 import headgate.dashboard
@@ -249,8 +250,6 @@ def stop_app(app: flask.Flask) -> None:
 def serving(app: flask.Flask) -> Iterator[int]:
     """`app` on a real socket (werkzeug's server, a thread per request, WebSockets too):
     its port. On the way out the app's threads are stopped, then the server."""
-    from werkzeug.serving import make_server
-
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01},
                               daemon=True)
