@@ -129,6 +129,38 @@ def test_retry_an_archived_job_and_see_its_state_change(server: Server, page: An
     assert server.api("GET", f"/jobs/{job_id}").json()["state"] == "available"
 
 
+def test_a_second_click_on_the_re_rendered_sheet_acts_on_nothing(
+        server: Server, page: Any) -> None:
+    """Retry's answer re-renders the sheet with the requeued job's Cancel where Retry
+    was: a double click's second click must not land on it. Done inside the page, so
+    the check follows the swap with no round trip between them."""
+    job_id = server.seeded.archived[3]
+    page.goto(server.base + f"/jobs?state=archived&job={job_id}")
+    live(page)
+    seen = page.evaluate("""() => new Promise((resolve) => {
+        const started = Date.now();
+        const check = () => {
+          const cancel = [...document.querySelectorAll('#sheet-body button[data-mutation]')]
+            .find((b) => b.textContent.trim() === 'Cancel');
+          if (!cancel) return;
+          ['htmx:afterSwap', 'htmx:oobAfterSwap', 'htmx:afterSettle'].forEach(
+            (n) => document.removeEventListener(n, later));
+          const disabled = cancel.disabled;
+          cancel.click();  // the second click of a double click
+          resolve({disabled, ms: Date.now() - started});
+        };
+        const later = () => setTimeout(check, 0);
+        ['htmx:afterSwap', 'htmx:oobAfterSwap', 'htmx:afterSettle'].forEach(
+          (n) => document.addEventListener(n, later));
+        [...document.querySelectorAll('#sheet-body button[data-mutation]')]
+          .find((b) => b.textContent.trim() === 'Retry').click();
+    })""")
+    assert seen["disabled"], seen
+    cancel = page.locator("#sheet-body").get_by_role("button", name="Cancel")
+    expect(cancel).to_be_enabled()  # after the double-click interval
+    assert server.api("GET", f"/jobs/{job_id}").json()["state"] == "available"
+
+
 def test_select_rows_and_cancel_them(server: Server, page: Any) -> None:
     # Jobs of its own, in a queue nothing else writes to, kept an hour once finished. The
     # first rows of a seeded queue are not safe to act on: webhooks/available may list

@@ -64,6 +64,33 @@
     }).join("");
   }
 
+  /* A double click whose first click's answer re-renders the job sheet lands its second
+   * click on whatever button now stands there: after Retry, the requeued job's Cancel.
+   * The Idempotency-Key kept on an element cannot stop that (the button is a new node,
+   * or a morphed one posting elsewhere), so for the double-click interval after a
+   * mutation the sheet's action buttons that a swap brings in are disabled, and only
+   * those are enabled again. */
+  var SETTLE_MS = 500;
+  var lastMutationAt = 0;
+
+  function settleSheet() {
+    var left = lastMutationAt + SETTLE_MS - Date.now();
+    var body = document.getElementById("sheet-body");
+    if (left <= 0 || !body) return;
+    body.querySelectorAll("button[data-mutation]:not([disabled])").forEach(function (b) {
+      b.disabled = true;
+      b.setAttribute("data-hg-settling", "");
+      setTimeout(function () {
+        if (!b.hasAttribute("data-hg-settling")) return;
+        b.removeAttribute("data-hg-settling");
+        b.disabled = false;
+      }, left);
+    });
+  }
+  ["htmx:afterSwap", "htmx:oobAfterSwap", "htmx:afterSettle"].forEach(function (name) {
+    document.addEventListener(name, settleSheet);
+  });
+
   function isApiPath(path) {
     var api = meta("hg-api");
     return !!api && (path === api || path.indexOf(api + "/") === 0);
@@ -105,6 +132,7 @@
       d.headers["Content-Type"] = "application/json";
       if (!elt._hgKey) elt._hgKey = newKey();
       d.headers["Idempotency-Key"] = elt._hgKey;
+      lastMutationAt = Date.now();
       var from = elt.getAttribute("data-path-from");
       if (from) {
         var value = d.parameters[from];
