@@ -252,11 +252,14 @@ class Metrics:
     def after_request(self, response: flask.Response) -> flask.Response:
         started = flask.g.pop("headgate_started", None)
         if started is not None:
-            endpoint = flask.request.endpoint or "unmatched"
-            self.latency.labels(flask.request.method, endpoint,
-                                str(response.status_code)).observe(
-                time.perf_counter() - started)
+            self.observe(flask.request.method, flask.request.endpoint or "unmatched",
+                         response.status_code, started)
         return response
+
+    def observe(self, method: str, endpoint: str, status: int, started: float) -> None:
+        """A request's latency, from `started` (time.perf_counter) to now."""
+        self.latency.labels(method, endpoint, str(status)).observe(
+            time.perf_counter() - started)
 
 
 @ops_bp.get("/metrics")

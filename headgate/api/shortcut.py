@@ -112,16 +112,17 @@ class EnqueueShortcut:
         if self.armed != self.shape():
             return None
         try:
-            raw = self._body(environ)
-            if raw is None:
+            request = self._body(environ)
+            if request is None:
                 return None
-            return self._enqueue(environ, raw, started)
+            return self._enqueue(environ, *request, started)
         except Exception:  # noqa: BLE001 - the full route answers (and reports) it
             log.exception("the enqueue shortcut failed; the full route answers")
             return None
 
-    def _body(self, environ: dict[str, Any]) -> bytes | None:
-        """The request's body when the request is one this module answers."""
+    def _body(self, environ: dict[str, Any]) -> tuple[str, bytes] | None:
+        """The request's Idempotency-Key and body when the request is one this module
+        answers."""
         state = api_state(self.app)
         if (environ.get("QUERY_STRING") or state.read_only
                 or state.embedding_code_enqueues()
@@ -142,7 +143,7 @@ class EnqueueShortcut:
         # Whatever happens next, the full route can still read the body.
         environ["wsgi.input"] = io.BytesIO(raw)
         environ.pop("wsgi.input_terminated", None)
-        return raw if len(raw) == int(length) else None
+        return (key, raw) if len(raw) == int(length) else None
 
     def _caller(self, environ: dict[str, Any]) -> Caller | None:
         """The caller when its token lets it enqueue; None for the route to answer."""
@@ -157,12 +158,11 @@ class EnqueueShortcut:
         who = bearer_caller(tokens, header)
         return None if who is None or who.worker or who.read_only else who
 
-    def _enqueue(self, environ: dict[str, Any], raw: bytes, started: float
+    def _enqueue(self, environ: dict[str, Any], key: str, raw: bytes, started: float
                  ) -> tuple[str, list[tuple[str, str]], bytes] | None:
         who = self._caller(environ)
         if who is None:
             return None
-        key = environ["HTTP_IDEMPOTENCY_KEY"].strip()
         try:
             fields = read_fields(parse_json_bytes(raw), ENQUEUE_FIELDS)
             if fields["unique_key"] is not None:
@@ -197,8 +197,7 @@ class EnqueueShortcut:
 
     def _observe(self, status: int, started: float) -> None:
         metrics: Metrics = self.app.extensions[METRICS_KEY]
-        metrics.latency.labels("POST", ENDPOINT, str(status)).observe(
-            time.perf_counter() - started)
+        metrics.observe("POST", ENDPOINT, status, started)
 
 
 def _no_replay(_dup: Duplicate) -> None:

@@ -78,14 +78,14 @@ def counter(app: flask.Flask) -> FailedAttempts | None:
 def wait_s() -> int:
     """Seconds the current request's address must wait before its token is looked at;
     0 when it may try (or when the app counts nothing)."""
-    counter = flask.current_app.extensions.get(_EXTENSION)
-    return counter.retry_after(_address()) if counter is not None else 0
+    found = counter(flask.current_app)
+    return found.retry_after(_address()) if found is not None else 0
 
 
 def record_failure() -> None:
-    counter = flask.current_app.extensions.get(_EXTENSION)
-    if counter is not None:
-        counter.failed(_address())
+    found = counter(flask.current_app)
+    if found is not None:
+        found.failed(_address())
 
 
 def _address() -> str:
